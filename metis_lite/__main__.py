@@ -1,0 +1,3 @@
+from metis_lite.cli import main
+
+raise SystemExit(main())

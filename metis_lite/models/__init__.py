@@ -1,0 +1,1 @@
+"""Embedding and rerank providers behind one small seam (see `base.py`)."""

@@ -1,0 +1,133 @@
+"""Frozen dataclasses that cross module lines: Document → Chunk → Hit → Result → Answer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Section:
+    """A run of text under one chain of headings; never cut across by the chunker.
+
+    `start_line` is the 1-based line of the section's first text line (text and Markdown);
+    `page` is the 1-based page (PDF). Paragraphs are separated by blank lines ("\\n\\n").
+    """
+
+    text: str
+    headings: tuple[str, ...] = ()
+    page: int | None = None
+    start_line: int | None = None
+
+
+@dataclass(frozen=True)
+class Document:
+    """What a parser reads from one file: its title and its sections in order."""
+
+    title: str
+    kind: str
+    sections: tuple[Section, ...]
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A passage of at most chunk_size characters, inside one section, with its citation."""
+
+    text: str
+    title: str
+    headings: tuple[str, ...]
+    page: int | None = None
+    line: int | None = None
+
+    def embedding_text(self) -> str:
+        """The spec's form, "Title > Heading > Heading\\n\\ntext", read by embedder and reranker."""
+        return contextualize(self.title, self.headings, self.text)
+
+
+def contextualize(title: str, headings: tuple[str, ...] | list[str], text: str) -> str:
+    trail = [title] if title else []
+    trail += [h for h in headings if h and h != title]
+    return (" > ".join(trail) + "\n\n" + text) if trail else text
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Keep only some documents, before anything is ranked ("Filters")."""
+
+    path_prefix: str | None = None
+    kinds: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()
+
+    @property
+    def active(self) -> bool:
+        return bool(self.path_prefix or self.kinds or self.sources)
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One chunk found by one retriever: its id, its raw score and its 1-based rank."""
+
+    chunk_id: int
+    score: float
+    rank: int
+
+
+@dataclass(frozen=True)
+class Citation:
+    source: str
+    document: str
+    title: str
+    kind: str
+    headings: tuple[str, ...]
+    snippet: str
+    page: int | None = None
+    line: int | None = None
+
+
+@dataclass(frozen=True)
+class Scores:
+    """A result's score at every stage; None where the stage did not see it (absent in JSON)."""
+
+    fused: float | None = None
+    dense: float | None = None
+    dense_rank: int | None = None
+    keyword: float | None = None
+    keyword_rank: int | None = None
+    rerank: float | None = None
+
+
+@dataclass(frozen=True)
+class Result:
+    chunk_id: int
+    score: float
+    text: str
+    citation: Citation
+    scores: Scores
+    base: str | None = None
+    extra: dict[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Warning:
+    code: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Took:
+    """Milliseconds spent in each step of a search."""
+
+    embed: float = 0.0
+    dense: float = 0.0
+    keyword: float = 0.0
+    fuse: float = 0.0
+    rerank: float = 0.0
+    total: float = 0.0
+
+
+@dataclass(frozen=True)
+class Answer:
+    mode: str
+    reranked: bool
+    warnings: tuple[Warning, ...]
+    took: Took
+    results: tuple[Result, ...]

@@ -1,0 +1,90 @@
+-- metis-lite base file, schema version 1. The one source of the DDL (DESIGN.md, "The base file").
+-- Every table but chunks_fts reads in a stock sqlite3 shell; chunks_fts needs the 'metis'
+-- tokenizer (open it with `metis-lite shell BASE`).
+
+CREATE TABLE IF NOT EXISTS meta (
+  key   TEXT PRIMARY KEY,          -- schema_version, created_at
+  value TEXT NOT NULL
+);
+
+-- The base's spec: one row per setting, the value as JSON (embedding, reranker, chunk_size, kind, ...).
+CREATE TABLE IF NOT EXISTS spec (
+  key   TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+);
+
+-- The base's drives: each a folder, documents named by their path inside it.
+CREATE TABLE IF NOT EXISTS sources (
+  id       INTEGER PRIMARY KEY,
+  name     TEXT NOT NULL UNIQUE,
+  path     TEXT,                   -- NULL for the base's own notes source (metis-<base>)
+  added_at TEXT NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS documents (
+  id           INTEGER PRIMARY KEY,
+  source_id    INTEGER NOT NULL REFERENCES sources(id) ON DELETE CASCADE,
+  path         TEXT NOT NULL,      -- inside its source, '/'-separated: policies/leave.md
+  kind         TEXT NOT NULL,      -- md, txt, html, pdf, docx (note for a base's notes)
+  title        TEXT NOT NULL,
+  content_hash TEXT NOT NULL,      -- sha256 of the file's bytes
+  size         INTEGER NOT NULL,
+  mtime        REAL,
+  indexed_at   TEXT NOT NULL,
+  UNIQUE (source_id, path)
+);
+
+CREATE TABLE IF NOT EXISTS chunks (
+  id          INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: the in-memory matrix keys on it
+  document_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+  ordinal     INTEGER NOT NULL,    -- its place in the document, from 0
+  text        TEXT NOT NULL,
+  title       TEXT NOT NULL,
+  headings    TEXT NOT NULL,       -- JSON array: ["Handbook", "Leave policy", "Vacation"]
+  page        INTEGER,             -- 1-based (pdf)
+  line        INTEGER              -- 1-based line where the chunk starts (txt, md)
+);
+CREATE INDEX IF NOT EXISTS chunks_by_document ON chunks(document_id, ordinal);
+
+-- Words of each chunk (rowid = chunks.id): its text, and its title and headings as context.
+CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
+  text, context, content='', contentless_delete=1, tokenize='metis'
+);
+
+-- One vector per chunk at most, float32 little-endian (sqlite-vec's format), tagged with its model.
+-- seq grows with every write, so a reader brings its matrix up to date with only what changed.
+CREATE TABLE IF NOT EXISTS vectors (
+  seq       INTEGER PRIMARY KEY AUTOINCREMENT,
+  chunk_id  INTEGER NOT NULL UNIQUE REFERENCES chunks(id) ON DELETE CASCADE,
+  model     TEXT NOT NULL,
+  embedding BLOB NOT NULL
+);
+
+-- Chunks whose vector went away (chunk removed, or re-embedded): readers mask them.
+CREATE TABLE IF NOT EXISTS vector_removals (
+  seq      INTEGER PRIMARY KEY AUTOINCREMENT,
+  chunk_id INTEGER NOT NULL
+);
+CREATE TRIGGER IF NOT EXISTS vectors_removed AFTER DELETE ON vectors BEGIN
+  INSERT INTO vector_removals (chunk_id) VALUES (old.chunk_id);
+END;
+
+-- Indexing runs, newest last: what status shows as "last indexing".
+CREATE TABLE IF NOT EXISTS runs (
+  id          INTEGER PRIMARY KEY,
+  started_at  TEXT NOT NULL,
+  finished_at TEXT,
+  state       TEXT NOT NULL,       -- running, done, failed
+  added       INTEGER NOT NULL DEFAULT 0,
+  updated     INTEGER NOT NULL DEFAULT 0,
+  removed     INTEGER NOT NULL DEFAULT 0,
+  unchanged   INTEGER NOT NULL DEFAULT 0,
+  skipped     INTEGER NOT NULL DEFAULT 0,
+  embedded    INTEGER NOT NULL DEFAULT 0
+);
+
+-- Searches per day: counts only, never what was asked (spec, "Where a search runs").
+CREATE TABLE IF NOT EXISTS search_counts (
+  day      TEXT PRIMARY KEY,       -- YYYY-MM-DD, UTC
+  searches INTEGER NOT NULL
+);
