@@ -1,0 +1,131 @@
+"""By meaning: exact cosine between the question and every chunk's vector, held in memory.
+
+The vectors of the base's model are read into one float32 matrix when a base opens (one
+`b"".join`, one `np.frombuffer`) and brought up to date with only what changed when another
+connection writes: new rows appended, removed chunks masked, the matrix compacted when a
+quarter of it is dead. Rows are L2-normalised, so a dot product is the cosine.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from metis_lite.records import Hit
+from metis_lite.store import Store
+
+COMPACT_DEAD_FRACTION = 0.25
+"""Compact the matrix when this share of its rows belongs to removed chunks."""
+
+GROWTH = 1.5
+"""Capacity grows by this factor, so appends are amortised O(1)."""
+
+
+class VectorIndex:
+    """The base's vectors of one model as a matrix, and the exact top-n search over it."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self._lock = threading.Lock()
+        self._matrix = np.empty((0, 0), dtype=np.float32)
+        self._ids = np.empty(0, dtype=np.int64)
+        self._alive = np.empty(0, dtype=bool)
+        self._size = 0
+        self._row_of: dict[int, int] = {}
+        self._vector_seq = 0
+        self._removal_seq = 0
+        self.dimension: int | None = None
+
+    @property
+    def count(self) -> int:
+        """Chunks that have a vector of this model."""
+        return len(self._row_of)
+
+    def sync(self, store: Store) -> None:
+        """Bring the matrix up to date with the base: masks first, then appends."""
+        with self._lock, store.db:  # one read snapshot for removals and additions
+            removed, self._removal_seq = store.removals_since(self._removal_seq)
+            ids, blob, self._vector_seq = store.vectors_since(self._vector_seq, self.model)
+        with self._lock:
+            for chunk_id in removed:
+                row = self._row_of.pop(chunk_id, None)
+                if row is not None:
+                    self._alive[row] = False
+            if len(ids):
+                self._append(ids, blob)
+            dead = self._size - len(self._row_of)
+            if self._size and dead / self._size > COMPACT_DEAD_FRACTION:
+                self._compact()
+
+    def _append(self, ids: np.ndarray, blob: np.ndarray) -> None:
+        dimension = blob.size // 4 // len(ids)
+        if self.dimension is None:
+            self.dimension = dimension
+            self._matrix = np.empty((0, dimension), dtype=np.float32)
+        vectors = blob.view("<f4").reshape(len(ids), dimension)
+        needed = self._size + len(ids)
+        if needed > len(self._matrix):
+            capacity = max(needed, int(len(self._matrix) * GROWTH), 1024)
+            self._matrix = _grown(self._matrix, capacity, self._size)
+            self._ids = np.resize(self._ids, capacity)
+            self._alive = np.resize(self._alive, capacity)
+        rows = slice(self._size, needed)
+        self._matrix[rows] = vectors
+        self._ids[rows] = ids
+        self._alive[rows] = True
+        for offset, chunk_id in enumerate(ids.tolist()):
+            old = self._row_of.get(chunk_id)
+            if old is not None:  # re-embedded without a removal seen yet
+                self._alive[old] = False
+            self._row_of[chunk_id] = self._size + offset
+        self._size = needed
+
+    def _compact(self) -> None:
+        keep = np.flatnonzero(self._alive[: self._size])
+        self._matrix = np.ascontiguousarray(self._matrix[keep])
+        self._ids = self._ids[keep]
+        self._alive = np.ones(len(keep), dtype=bool)
+        self._size = len(keep)
+        self._row_of = {chunk_id: row for row, chunk_id in enumerate(self._ids.tolist())}
+
+    def search(self, query: np.ndarray, n: int, *, allowed: np.ndarray | None = None) -> list[Hit]:
+        """The n chunks closest to `query` (cosine), best first, among `allowed` chunk ids if given."""
+        with self._lock:
+            if self._size == 0 or n <= 0:
+                return []
+            query = np.asarray(query, dtype=np.float32)
+            if allowed is None:
+                scores = self._matrix[: self._size] @ query
+                if len(self._row_of) < self._size:
+                    scores[~self._alive[: self._size]] = -np.inf
+                rows = None
+            else:
+                rows = np.fromiter(
+                    (r for r in map(self._row_of.get, allowed.tolist()) if r is not None),
+                    dtype=np.int64,
+                )
+                if len(rows) == 0:
+                    return []
+                scores = self._matrix[rows] @ query
+            best = top_n(scores, n)
+            chunk_ids = self._ids[best if rows is None else rows[best]]
+            return [
+                Hit(chunk_id=int(c), score=float(scores[i]), rank=rank)
+                for rank, (c, i) in enumerate(zip(chunk_ids, best, strict=True), start=1)
+                if np.isfinite(scores[i])
+            ]
+
+
+def top_n(scores: np.ndarray, n: int) -> np.ndarray:
+    """Indexes of the n highest scores, highest first (argpartition, then sort only those)."""
+    if n >= len(scores):
+        return np.argsort(-scores, kind="stable")
+    part = np.argpartition(-scores, n - 1)[:n]
+    return part[np.argsort(-scores[part], kind="stable")]
+
+
+def _grown(matrix: np.ndarray, capacity: int, used: int) -> np.ndarray:
+    grown = np.empty((capacity, matrix.shape[1]), dtype=np.float32)
+    grown[:used] = matrix[:used]
+    return grown

@@ -1,0 +1,485 @@
+"""The base file: connection policy, schema, and every write; one Store owns one connection.
+
+A base is one SQLite file in WAL mode (searches are answered while another connection
+indexes), with a busy timeout and foreign keys on, and the FTS5 tokenizer registered on every
+connection. The DDL lives in schema.sql; the queries are beside the functions that run them.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import apsw
+import numpy as np
+
+from metis_lite import tokenizer
+from metis_lite.errors import BaseBusy, BaseReadOnly, NotABase, SchemaTooNew, StoreError
+from metis_lite.records import Chunk, Filters, contextualize
+
+SCHEMA_VERSION = 1
+BUSY_TIMEOUT_MS = 5_000
+"""How long a statement waits for another connection's write to end before failing."""
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def schema_sql() -> str:
+    """schema.sql, from the installed package or, in a source checkout, the repository root."""
+    packaged = resources.files("metis_lite").joinpath("schema.sql")
+    if packaged.is_file():
+        return packaged.read_text(encoding="utf-8")
+    return (Path(__file__).resolve().parent.parent / "schema.sql").read_text(encoding="utf-8")
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def vector_blob(vector: np.ndarray) -> bytes:
+    """float32 little-endian, the layout sqlite-vec's functions read."""
+    return np.ascontiguousarray(vector, dtype="<f4").tobytes()
+
+
+def connect(path: str | os.PathLike[str], *, readonly: bool = False) -> apsw.Connection:
+    """Open a connection with the base's policy (apsw bestpractice: WAL, busy timeout, FKs)."""
+    flags = (
+        apsw.SQLITE_OPEN_READONLY
+        if readonly
+        else apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
+    )
+    try:
+        connection = apsw.Connection(str(path), flags=flags)
+        connection.set_busy_timeout(BUSY_TIMEOUT_MS)
+        tokenizer.register(connection)
+        connection.execute("PRAGMA foreign_keys = ON")
+        if not readonly:
+            connection.execute("PRAGMA journal_mode = WAL")
+            connection.execute("PRAGMA synchronous = NORMAL")
+    except apsw.NotADBError as exc:
+        raise NotABase(f"{path} is not a metis-lite base (not an SQLite file)") from exc
+    except apsw.ReadOnlyError as exc:
+        raise BaseReadOnly(f"{path} is read-only: {exc}") from exc
+    except apsw.CantOpenError as exc:
+        raise StoreError(f"cannot open {path}: {exc}") from exc
+    return connection
+
+
+@dataclass(frozen=True)
+class StoredDocument:
+    id: int
+    path: str
+    content_hash: str
+    size: int
+    mtime: float | None
+
+
+@dataclass(frozen=True)
+class ChunkRow:
+    id: int
+    text: str
+    title: str
+    headings: tuple[str, ...]
+    page: int | None
+    line: int | None
+    document: str
+    kind: str
+    source: str
+
+
+class Store:
+    """One connection to one base file, and the operations on it."""
+
+    def __init__(self, path: str | os.PathLike[str], *, create: bool = False) -> None:
+        self.path = Path(path)
+        if not self.path.exists() and not create:
+            raise StoreError(f"no base at {self.path} (index a folder into it to create it)")
+        if self.path.exists():
+            _check_is_sqlite(self.path)
+        self.db = connect(self.path)
+        self._ensure_schema(create)
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- schema -----------------------------------------------------------------------------
+
+    def _ensure_schema(self, create: bool) -> None:
+        has_meta = self.db.execute(
+            "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'meta'"
+        ).fetchone()
+        if has_meta:
+            row = self.db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            if row is None:
+                raise NotABase(f"{self.path} is not a metis-lite base (no schema version)")
+            version = int(row[0])
+            if version > SCHEMA_VERSION:
+                raise SchemaTooNew(
+                    f"{self.path} has schema version {version}; this metis-lite reads up to "
+                    f"{SCHEMA_VERSION}: upgrade metis-lite to open it"
+                )
+            return
+        other = self.db.execute("SELECT count(*) FROM sqlite_schema").fetchone()[0]
+        if other or not create:
+            raise NotABase(f"{self.path} is an SQLite file but not a metis-lite base")
+        try:
+            with self.db:
+                self.db.execute(schema_sql())
+                self.db.execute(
+                    "INSERT INTO meta (key, value) VALUES ('schema_version', ?), ('created_at', ?)",
+                    (str(SCHEMA_VERSION), now_iso()),
+                )
+        except apsw.ReadOnlyError as exc:
+            raise BaseReadOnly(f"{self.path} is read-only: {exc}") from exc
+
+    # -- spec -------------------------------------------------------------------------------
+
+    def spec(self) -> dict[str, Any]:
+        return {
+            key: json.loads(value) for key, value in self.db.execute("SELECT key, value FROM spec")
+        }
+
+    def set_spec(self, values: dict[str, Any]) -> None:
+        with self.db:
+            self.db.executemany(
+                "INSERT INTO spec (key, value) VALUES (?, ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                [(key, json.dumps(value)) for key, value in values.items()],
+            )
+
+    # -- sources ----------------------------------------------------------------------------
+
+    def sources(self) -> list[tuple[int, str, str | None]]:
+        return list(self.db.execute("SELECT id, name, path FROM sources ORDER BY id"))
+
+    def add_source(self, name: str, path: str | None) -> int:
+        with self.db:
+            row = self.db.execute("SELECT id, path FROM sources WHERE name = ?", (name,)).fetchone()
+            if row:
+                if path is not None and row[1] != path:
+                    self.db.execute("UPDATE sources SET path = ? WHERE id = ?", (path, row[0]))
+                return int(row[0])
+            self.db.execute(
+                "INSERT INTO sources (name, path, added_at) VALUES (?, ?, ?)",
+                (name, path, now_iso()),
+            )
+            return int(self.db.last_insert_rowid())
+
+    # -- documents --------------------------------------------------------------------------
+
+    def documents_of(self, source_id: int) -> dict[str, StoredDocument]:
+        rows = self.db.execute(
+            "SELECT id, path, content_hash, size, mtime FROM documents WHERE source_id = ?",
+            (source_id,),
+        )
+        return {r[1]: StoredDocument(r[0], r[1], r[2], r[3], r[4]) for r in rows}
+
+    def replace_document(
+        self,
+        *,
+        source_id: int,
+        path: str,
+        kind: str,
+        title: str,
+        content_hash: str,
+        size: int,
+        mtime: float | None,
+        chunks: Sequence[Chunk],
+    ) -> int:
+        """Write a document and its chunks (and their words) in one transaction, replacing any
+        earlier version: a crash leaves either the old document whole or the new one whole."""
+        with self.db:
+            old = self.db.execute(
+                "SELECT id FROM documents WHERE source_id = ? AND path = ?", (source_id, path)
+            ).fetchone()
+            if old:
+                self._delete_document(old[0])
+            self.db.execute(
+                "INSERT INTO documents (source_id, path, kind, title, content_hash, size, mtime, indexed_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (source_id, path, kind, title, content_hash, size, mtime, now_iso()),
+            )
+            document_id = self.db.last_insert_rowid()
+            for ordinal, chunk in enumerate(chunks):
+                self.db.execute(
+                    "INSERT INTO chunks (document_id, ordinal, text, title, headings, page, line)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        document_id,
+                        ordinal,
+                        chunk.text,
+                        chunk.title,
+                        json.dumps(list(chunk.headings)),
+                        chunk.page,
+                        chunk.line,
+                    ),
+                )
+                self.db.execute(
+                    "INSERT INTO chunks_fts (rowid, text, context) VALUES (?, ?, ?)",
+                    (
+                        self.db.last_insert_rowid(),
+                        chunk.text,
+                        " ".join((chunk.title, *chunk.headings)),
+                    ),
+                )
+            return int(document_id)
+
+    def remove_document(self, document_id: int) -> None:
+        with self.db:
+            self._delete_document(document_id)
+
+    def _delete_document(self, document_id: int) -> None:
+        self.db.execute(
+            "DELETE FROM chunks_fts WHERE rowid IN (SELECT id FROM chunks WHERE document_id = ?)",
+            (document_id,),
+        )
+        # Chunks and their vectors go by ON DELETE CASCADE; the trigger logs vector removals.
+        self.db.execute("DELETE FROM documents WHERE id = ?", (document_id,))
+
+    # -- vectors ----------------------------------------------------------------------------
+
+    def chunks_lacking_vectors(
+        self, model: str, limit: int, *, after: int = 0
+    ) -> list[tuple[int, str]]:
+        """(chunk id, text to embed) for chunks past `after` with no vector of `model`, by id."""
+        rows = self.db.execute(
+            "SELECT c.id, c.title, c.headings, c.text FROM chunks c"
+            " LEFT JOIN vectors v ON v.chunk_id = c.id AND v.model = ?"
+            " WHERE c.id > ? AND v.chunk_id IS NULL ORDER BY c.id LIMIT ?",
+            (model, after, limit),
+        )
+        return [(r[0], contextualize(r[1], json.loads(r[2]), r[3])) for r in rows]
+
+    def put_vectors(self, model: str, items: Iterable[tuple[int, np.ndarray]]) -> int:
+        """Store vectors for chunks, replacing any earlier one; chunks removed meanwhile are skipped."""
+        written = 0
+        with self.db:
+            for chunk_id, vector in items:
+                self.db.execute("DELETE FROM vectors WHERE chunk_id = ?", (chunk_id,))
+                self.db.execute(
+                    "INSERT INTO vectors (chunk_id, model, embedding)"
+                    " SELECT ?, ?, ? WHERE EXISTS (SELECT 1 FROM chunks WHERE id = ?)",
+                    (chunk_id, model, vector_blob(vector), chunk_id),
+                )
+                written += self.db.changes()
+        return written
+
+    def drop_vectors(self, *, except_model: str | None = None) -> int:
+        with self.db:
+            if except_model is None:
+                self.db.execute("DELETE FROM vectors")
+            else:
+                self.db.execute("DELETE FROM vectors WHERE model != ?", (except_model,))
+            return self.db.changes()
+
+    def vectors_since(self, seq: int, model: str) -> tuple[np.ndarray, np.ndarray, int]:
+        """(chunk ids, float32 blob bytes joined, last seq) of `model`'s vectors written after `seq`.
+
+        One `b"".join` and one `np.frombuffer` by the caller: no per-row arrays (MEASURED.md).
+        """
+        rows = self.db.execute(
+            "SELECT seq, chunk_id, embedding FROM vectors WHERE seq > ? AND model = ? ORDER BY seq",
+            (seq, model),
+        ).fetchall()
+        if not rows:
+            last = self.db.execute("SELECT coalesce(max(seq), 0) FROM vectors").fetchone()[0]
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.uint8), max(int(last), seq)
+        ids = np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows))
+        blob = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.uint8)
+        return ids, blob, int(rows[-1][0])
+
+    def removals_since(self, seq: int) -> tuple[list[int], int]:
+        rows = self.db.execute(
+            "SELECT seq, chunk_id FROM vector_removals WHERE seq > ? ORDER BY seq", (seq,)
+        ).fetchall()
+        if not rows:
+            return [], seq
+        return [r[1] for r in rows], int(rows[-1][0])
+
+    def last_removal_seq(self) -> int:
+        return int(
+            self.db.execute("SELECT coalesce(max(seq), 0) FROM vector_removals").fetchone()[0]
+        )
+
+    def data_version(self) -> int:
+        """Changes when another connection commits (PRAGMA data_version)."""
+        return int(self.db.execute("PRAGMA data_version").fetchone()[0])
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def chunk_rows(self, ids: Sequence[int]) -> dict[int, ChunkRow]:
+        if not ids:
+            return {}
+        marks = ",".join("?" * len(ids))
+        rows = self.db.execute(
+            "SELECT c.id, c.text, c.title, c.headings, c.page, c.line, d.path, d.kind, s.name"
+            " FROM chunks c JOIN documents d ON d.id = c.document_id"
+            f" JOIN sources s ON s.id = d.source_id WHERE c.id IN ({marks})",
+            tuple(ids),
+        )
+        return {
+            r[0]: ChunkRow(r[0], r[1], r[2], tuple(json.loads(r[3])), r[4], r[5], r[6], r[7], r[8])
+            for r in rows
+        }
+
+    def filtered_chunk_ids(self, filters: Filters) -> np.ndarray:
+        """Ids of the chunks the filters keep (sorted)."""
+        where, params = filter_clause(filters)
+        rows = self.db.execute(
+            "SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id"
+            f" JOIN sources s ON s.id = d.source_id WHERE {where} ORDER BY c.id",
+            params,
+        )
+        return np.fromiter((r[0] for r in rows), dtype=np.int64)
+
+    def counts(self) -> dict[str, int]:
+        one = lambda sql: int(self.db.execute(sql).fetchone()[0])  # noqa: E731
+        return {
+            "sources": one("SELECT count(*) FROM sources"),
+            "documents": one("SELECT count(*) FROM documents"),
+            "chunks": one("SELECT count(*) FROM chunks"),
+            "vectors": one("SELECT count(*) FROM vectors"),
+        }
+
+    def chunks_with_vector(self, model: str) -> int:
+        return int(
+            self.db.execute("SELECT count(*) FROM vectors WHERE model = ?", (model,)).fetchone()[0]
+        )
+
+    def kinds(self) -> dict[str, int]:
+        return dict(
+            self.db.execute("SELECT kind, count(*) FROM documents GROUP BY kind ORDER BY kind")
+        )
+
+    # -- runs and counts --------------------------------------------------------------------
+
+    def start_run(self) -> int:
+        with self.db:
+            self.db.execute(
+                "INSERT INTO runs (started_at, state) VALUES (?, 'running')", (now_iso(),)
+            )
+            return int(self.db.last_insert_rowid())
+
+    def finish_run(self, run_id: int, *, state: str, **counts: int) -> None:
+        sets = ", ".join(f"{name} = ?" for name in counts)
+        with self.db:
+            self.db.execute(
+                f"UPDATE runs SET finished_at = ?, state = ?{', ' + sets if sets else ''} WHERE id = ?",
+                (now_iso(), state, *counts.values(), run_id),
+            )
+
+    def last_run(self) -> dict[str, Any] | None:
+        cursor = self.db.execute("SELECT * FROM runs ORDER BY id DESC LIMIT 1")
+        row = cursor.fetchone()
+        if row is None:
+            return None
+        names = [d[0] for d in cursor.getdescription()]
+        return dict(zip(names, row, strict=True))
+
+    def count_searches(self, searches: int) -> None:
+        """Add to today's count of searches (never what was asked)."""
+        day = datetime.now(UTC).strftime("%Y-%m-%d")
+        try:
+            with self.db:
+                self.db.execute(
+                    "INSERT INTO search_counts (day, searches) VALUES (?, ?)"
+                    " ON CONFLICT (day) DO UPDATE SET searches = searches + excluded.searches",
+                    (day, searches),
+                )
+        except (apsw.BusyError, apsw.ReadOnlyError):
+            pass  # a count is not worth failing or delaying a search for
+
+    def search_counts(self, days: int = 30) -> dict[str, int]:
+        rows = self.db.execute(
+            "SELECT day, searches FROM search_counts ORDER BY day DESC LIMIT ?", (days,)
+        )
+        return dict(rows)
+
+
+def filter_clause(filters: Filters) -> tuple[str, tuple[Any, ...]]:
+    """SQL over aliases d (documents) and s (sources) keeping what the filters keep."""
+    parts: list[str] = []
+    params: list[Any] = []
+    if filters.path_prefix:
+        parts.append("substr(d.path, 1, ?) = ?")
+        params += [len(filters.path_prefix), filters.path_prefix]
+    if filters.kinds:
+        parts.append(f"d.kind IN ({','.join('?' * len(filters.kinds))})")
+        params += list(filters.kinds)
+    if filters.sources:
+        parts.append(f"s.name IN ({','.join('?' * len(filters.sources))})")
+        params += list(filters.sources)
+    return (" AND ".join(parts) or "1"), tuple(params)
+
+
+def _check_is_sqlite(path: Path) -> None:
+    if path.is_dir():
+        raise NotABase(f"{path} is a folder, not a base file")
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(len(SQLITE_MAGIC))
+    except OSError as exc:
+        raise StoreError(f"cannot read {path}: {exc.strerror}") from exc
+    if head and head != SQLITE_MAGIC:
+        raise NotABase(f"{path} is not a metis-lite base (not an SQLite file)")
+
+
+class IndexerLock:
+    """One indexer at a time per base: an advisory lock on BASE.lock, released by the OS even
+    when the indexer is killed. (Not on the base file itself: closing any descriptor of a
+    database file drops SQLite's POSIX locks held by the process.)"""
+
+    def __init__(self, base_path: Path) -> None:
+        self.path = Path(str(base_path) + ".lock")
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise BaseBusy(
+                f"{self.path.with_suffix('')} is being indexed by another process; "
+                "searches still work, try indexing again when it ends"
+            ) from None
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+    def held_elsewhere(self) -> bool:
+        """True while another process indexes this base (the service's Indexing state)."""
+        if not self.path.exists():
+            return False
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+        return False
+
+    def __enter__(self) -> IndexerLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()

@@ -1,0 +1,147 @@
+"""The in-memory matrix: exact top-n against a brute-force loop, and kept in step with writes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from metis_lite.dense import VectorIndex, top_n
+from metis_lite.records import Chunk, Filters
+from metis_lite.store import Store
+
+DIM = 16
+
+
+@pytest.fixture
+def store(tmp_path):
+    with Store(tmp_path / "b.db", create=True) as s:
+        s.add_source("docs", str(tmp_path))
+        yield s
+
+
+def unit(rng, n):
+    v = rng.standard_normal((n, DIM)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def add_document(store, path, n, kind="md"):
+    chunks = [Chunk(text=f"{path} chunk {i}", title=path, headings=()) for i in range(n)]
+    store.replace_document(
+        source_id=1,
+        path=path,
+        kind=kind,
+        title=path,
+        content_hash=path,
+        size=1,
+        mtime=None,
+        chunks=chunks,
+    )
+    return [
+        r[0]
+        for r in store.db.execute(
+            "SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id WHERE d.path = ? "
+            "ORDER BY c.id",
+            (path,),
+        )
+    ]
+
+
+def brute_force(vectors: dict[int, np.ndarray], query, n):
+    scored = sorted(
+        ((float(v @ query), c) for c, v in vectors.items()), key=lambda x: (-x[0], x[1])
+    )
+    return [c for _, c in scored[:n]]
+
+
+def test_exact_top_n_matches_brute_force(store):
+    rng = np.random.default_rng(1)
+    ids = add_document(store, "a.md", 300)
+    vecs = unit(rng, 300)
+    store.put_vectors("m", zip(ids, vecs, strict=True))
+    index = VectorIndex("m")
+    index.sync(store)
+    query = unit(rng, 1)[0]
+    hits = index.search(query, 50)
+    assert [h.chunk_id for h in hits] == brute_force(dict(zip(ids, vecs, strict=True)), query, 50)
+    assert [h.rank for h in hits] == list(range(1, 51))
+    assert hits[0].score == pytest.approx(
+        float(vecs[ids.index(hits[0].chunk_id)] @ query), abs=1e-6
+    )
+
+
+def test_kept_in_step_with_another_connection(store, tmp_path):
+    rng = np.random.default_rng(2)
+    index = VectorIndex("m")
+    a = add_document(store, "a.md", 20)
+    store.put_vectors("m", zip(a, unit(rng, 20), strict=True))
+    index.sync(store)
+    assert index.count == 20
+    with Store(tmp_path / "b.db") as writer:  # another connection writes
+        b = add_document(writer, "b.md", 10)
+        bv = unit(rng, 10)
+        writer.put_vectors("m", zip(b, bv, strict=True))
+        writer.remove_document(writer.documents_of(1)["a.md"].id)
+    index.sync(store)
+    assert index.count == 10
+    hits = index.search(bv[3], 5)
+    assert hits[0].chunk_id == b[3]
+    assert {h.chunk_id for h in index.search(bv[0], 100)} == set(b)
+
+
+def test_reembedding_replaces_the_row(store):
+    rng = np.random.default_rng(3)
+    ids = add_document(store, "a.md", 5)
+    index = VectorIndex("m")
+    store.put_vectors("m", zip(ids, unit(rng, 5), strict=True))
+    index.sync(store)
+    new = unit(rng, 1)[0]
+    store.put_vectors("m", [(ids[2], new)])
+    index.sync(store)
+    assert index.count == 5
+    assert index.search(new, 1)[0].chunk_id == ids[2]
+    assert len(index.search(new, 100)) == 5
+
+
+def test_vectors_of_another_model_are_never_compared(store):
+    rng = np.random.default_rng(4)
+    ids = add_document(store, "a.md", 4)
+    store.put_vectors("other", zip(ids, unit(rng, 4), strict=True))
+    index = VectorIndex("m")
+    index.sync(store)
+    assert index.count == 0 and index.search(unit(rng, 1)[0], 10) == []
+
+
+def test_filters_apply_before_ranking(store):
+    rng = np.random.default_rng(5)
+    a = add_document(store, "policies/a.md", 100)
+    b = add_document(store, "other/b.txt", 100, kind="txt")
+    store.put_vectors("m", zip(a + b, unit(rng, 200), strict=True))
+    index = VectorIndex("m")
+    index.sync(store)
+    allowed = store.filtered_chunk_ids(Filters(path_prefix="other/"))
+    hits = index.search(unit(rng, 1)[0], 50, allowed=allowed)
+    assert len(hits) == 50 and {h.chunk_id for h in hits} <= set(b)
+    allowed = store.filtered_chunk_ids(Filters(kinds=("md",)))
+    assert {h.chunk_id for h in index.search(unit(rng, 1)[0], 500, allowed=allowed)} == set(a)
+
+
+def test_compaction_keeps_results(store):
+    rng = np.random.default_rng(6)
+    index = VectorIndex("m")
+    keep = add_document(store, "keep.md", 10)
+    kv = unit(rng, 10)
+    store.put_vectors("m", zip(keep, kv, strict=True))
+    for round_ in range(5):
+        tmp = add_document(store, f"tmp{round_}.md", 40)
+        store.put_vectors("m", zip(tmp, unit(rng, 40), strict=True))
+        index.sync(store)
+        store.remove_document(store.documents_of(1)[f"tmp{round_}.md"].id)
+        index.sync(store)
+    assert index.count == 10
+    assert index.search(kv[7], 1)[0].chunk_id == keep[7]
+
+
+def test_top_n_orders_highest_first():
+    scores = np.array([0.1, 0.9, 0.5, 0.7], dtype=np.float32)
+    assert top_n(scores, 2).tolist() == [1, 3]
+    assert top_n(scores, 10).tolist() == [1, 3, 2, 0]
