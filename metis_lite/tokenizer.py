@@ -30,7 +30,9 @@ def fold(text: str) -> str:
     text = text.casefold()
     if text.isascii():
         return text
-    return _MARKS.sub("", unicodedata.normalize("NFKD", text.translate(_FOLD_TABLE)))
+    # Compatibility forms (𝐀, ﬁ, ①) decompose to letters that need folding once more.
+    text = unicodedata.normalize("NFKD", text).casefold().translate(_FOLD_TABLE)
+    return _MARKS.sub("", text)
 
 
 def _keep(word: str) -> bool:
