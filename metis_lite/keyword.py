@@ -29,12 +29,12 @@ _SEARCH_FILTERED = (
 )
 
 
-def search(store: Store, question: str, n: int, *, filters: Filters = Filters()) -> list[Hit]:
+def search(store: Store, question: str, n: int, *, filters: Filters | None = None) -> list[Hit]:
     """The n chunks that best match the question's words, best first; [] when it has none."""
     match = fts_query(question)
     if match is None or n <= 0:
         return []
-    if filters.active:
+    if filters is not None and filters.active:
         where, params = filter_clause(filters)
         rows = store.db.execute(_SEARCH_FILTERED.format(where=where), (match, *params, n))
     else:
