@@ -1,0 +1,182 @@
+"""Document → chunks: passages of at most chunk_size characters, each inside one section.
+
+The spec ("What is searched") cuts a document into chunks that never cross a heading and
+keep their citation: the document's title, the headings above them, their page (PDF) or the
+1-based line where they start (text and Markdown). A section longer than chunk_size is cut at
+the best break point inside each window of chunk_size characters, in the order of `BREAKS`:
+a blank line (so consecutive paragraphs are packed greedily while they fit), then a sentence
+end, then a line end, then any whitespace, and only as a last resort in the middle of a word.
+
+A chunk is the section's text between two cuts with its surrounding whitespace stripped and
+nothing else changed, so `chunk.text` is a substring of `section.text` and its line is
+computable. Chunks are disjoint and in order; every non-whitespace character of a section
+lands in exactly one chunk. Each chunk reads one window of chunk_size characters a few times
+at most, never the rest of the section, so the work is linear in the text (a section of a million
+tiny paragraphs or one 10 MB line included).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+
+from metis_lite.errors import InvalidRequest
+from metis_lite.records import Chunk, Document, Section
+from metis_lite.settings import CHUNK_CHARS
+
+CHUNK_CHARS_MIN = 100
+"""The smallest chunk_size a base accepts: below it a chunk rarely holds one sentence."""
+
+CHUNK_CHARS_MAX = 100_000
+"""The largest chunk_size a base accepts: past it a chunk is no longer a passage to cite."""
+
+LOOKAHEAD_CHARS = 16
+"""Characters read past a window so a break pattern can see the separator that follows its cut."""
+
+
+@dataclass(frozen=True)
+class Break:
+    """One kind of break point: a chunk may end where `pattern` starts to match.
+
+    `pattern` matches the separator after the cut (it holds no capturing group); what comes
+    before the cut, such as a sentence's full stop, is matched by a look-behind. `needs` is a
+    character class every match holds: a window without one is not searched for this kind.
+    """
+
+    name: str
+    pattern: str
+    needs: str
+
+
+_CLOSE = "\"'”’»)\\]"
+_CJK_END, _CJK_CLOSE = "。！？｡", "」』”’）)"
+_LIST_MARK = r"(?<!^\d\.)(?<!\n\d\.)(?<!^\d\d\.)(?<!\n\d\d\.)"
+
+BREAKS: tuple[Break, ...] = (
+    # A blank line (a line holding only spaces or tabs counts as blank).
+    Break("paragraph", r"\n[^\S\n]*\n", r"\n"),
+    # Whitespace after . ! ? … and at most one closing quote or bracket, but not after the
+    # "12." that opens a numbered list's line; after 。！？ with no space, as Chinese and
+    # Japanese write sentences.
+    Break(
+        "sentence",
+        rf"(?:(?<=[.!?…])|(?<=[.!?…][{_CLOSE}])){_LIST_MARK}\s"
+        rf"|(?<=[{_CJK_END}])(?![{_CJK_CLOSE}])|(?<=[{_CJK_END}][{_CJK_CLOSE}])",
+        rf"[.!?…{_CJK_END}]",
+    ),
+    Break("line", r"\n", r"\n"),
+    Break("word", r"\s", r"\s"),
+)
+"""Break points, most preferred first; within a kind, the last one inside the window wins."""
+
+_SPACE = re.compile(r"\s*")
+
+
+def chunk(document: Document, *, chunk_size: int = CHUNK_CHARS) -> list[Chunk]:
+    """The chunks of `document`, section by section, in reading order.
+
+    Raises InvalidRequest when chunk_size is outside CHUNK_CHARS_MIN..CHUNK_CHARS_MAX.
+    """
+    check_chunk_size(chunk_size)
+    finders = _finders(chunk_size)
+    chunks: list[Chunk] = []
+    for section in document.sections:
+        chunks.extend(_section_chunks(document.title, section, chunk_size, finders))
+    return chunks
+
+
+def check_chunk_size(chunk_size: object) -> int:
+    """`chunk_size` if it is an int within CHUNK_CHARS_MIN..CHUNK_CHARS_MAX, else InvalidRequest."""
+    if (
+        isinstance(chunk_size, bool)
+        or not isinstance(chunk_size, int)
+        or not CHUNK_CHARS_MIN <= chunk_size <= CHUNK_CHARS_MAX
+    ):
+        raise InvalidRequest(
+            f"chunk size must be a whole number of characters from {CHUNK_CHARS_MIN}"
+            f" to {CHUNK_CHARS_MAX}, not {chunk_size!r}"
+        )
+    return chunk_size
+
+
+def spans(text: str, chunk_size: int) -> list[tuple[int, int]]:
+    """(start, end) of each chunk of `text`: text[start:end] is a chunk, already stripped."""
+    check_chunk_size(chunk_size)
+    return _spans(text, chunk_size, _finders(chunk_size))
+
+
+Finder = tuple[re.Pattern[str], re.Pattern[str]]
+"""A break kind compiled for one chunk_size: (its `needs` class, its last-break finder)."""
+
+
+def _finders(chunk_size: int) -> tuple[Finder, ...]:
+    """One regex per break kind, matched at a chunk's start, that finds its last break point.
+
+    The greedy prefix `.{1,chunk_size}` runs to the end of the window and backs off one
+    character at a time until the break pattern matches: the first break found is the last one
+    in the window, usually a few characters from its end, and the cut (the prefix's end) can be
+    neither the chunk's start nor past chunk_size. `re` caches the compiled patterns.
+    """
+    return tuple(
+        (re.compile(b.needs), re.compile(rf"((?s:.){{1,{chunk_size}}})(?:{b.pattern})"))
+        for b in BREAKS
+    )
+
+
+def _spans(text: str, chunk_size: int, finders: tuple[Finder, ...]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    stop = len(text.rstrip())
+    start = _SPACE.match(text).end()
+    while start < stop:
+        if stop - start <= chunk_size:
+            out.append((start, stop))
+            break
+        cut = _best_cut(text, start, chunk_size, finders)
+        end = cut
+        while text[end - 1].isspace():
+            end -= 1
+        out.append((start, end))
+        start = _SPACE.match(text, cut).end()
+    return out
+
+
+def _best_cut(text: str, start: int, chunk_size: int, finders: tuple[Finder, ...]) -> int:
+    """Where the chunk that starts at `start` (a non-space character) ends: its best break."""
+    window_end = min(len(text), start + chunk_size + LOOKAHEAD_CHARS)
+    for needs, finder in finders:
+        if needs.search(text, start, window_end) and (
+            match := finder.match(text, start, window_end)
+        ):
+            return match.end(1)
+    return _hard_cut(text, start, start + chunk_size)
+
+
+def _hard_cut(text: str, start: int, limit: int) -> int:
+    """A cut inside a word (no whitespace in the window); it keeps accents on their letter."""
+    cut = limit
+    while cut > start + 1 and unicodedata.combining(text[cut]):
+        cut -= 1
+    return cut
+
+
+def _section_chunks(
+    title: str, section: Section, chunk_size: int, finders: tuple[Finder, ...]
+) -> list[Chunk]:
+    text = section.text
+    out = []
+    line, counted = section.start_line, 0
+    for start, end in _spans(text, chunk_size, finders):
+        if line is not None:
+            line += text.count("\n", counted, start)
+            counted = start
+        out.append(
+            Chunk(
+                text=text[start:end],
+                title=title,
+                headings=section.headings,
+                page=section.page,
+                line=line,
+            )
+        )
+    return out

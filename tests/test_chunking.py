@@ -1,0 +1,257 @@
+"""chunking.chunk: cuts inside sections, at the best break, with each chunk's citation."""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from metis_lite.chunking import BREAKS, CHUNK_CHARS_MAX, CHUNK_CHARS_MIN, chunk, spans
+from metis_lite.errors import InvalidRequest
+from metis_lite.records import Document, Section
+from metis_lite.settings import CHUNK_CHARS
+
+PROPERTIES = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def doc(*sections: Section, title: str = "Handbook") -> Document:
+    return Document(title=title, kind="md", sections=sections)
+
+
+def offsets(text: str, chunks) -> list[int]:
+    """Where each chunk starts in `text`, found in order; asserts only whitespace lies between."""
+    found, pos = [], 0
+    for c in chunks:
+        start = text.find(c.text, pos)
+        assert start >= 0, c.text
+        assert text[pos:start].strip() == "", "text lost between chunks"
+        found.append(start)
+        pos = start + len(c.text)
+    assert text[pos:].strip() == "", "text lost after the last chunk"
+    return found
+
+
+def paragraph(n: int, words: int = 12) -> str:
+    return " ".join(f"p{n}w{i}" for i in range(words)) + "."
+
+
+# Examples
+
+
+def test_a_section_that_fits_is_one_chunk_stripped_and_unchanged_inside():
+    text = "\n\n  Vacation:   25 days\tper year.\n\nAsk your  manager.  \n"
+    [only] = chunk(doc(Section(text=text, headings=("Leave",), start_line=3)))
+    assert only.text == "Vacation:   25 days\tper year.\n\nAsk your  manager."
+    assert (only.title, only.headings, only.page, only.line) == ("Handbook", ("Leave",), None, 5)
+
+
+def test_paragraphs_are_packed_greedily_while_they_fit():
+    paras = [f"P{n:02d}" + " lorem" * 47 + "." for n in range(10)]  # 286 characters each
+    text = "\n\n".join(paras)
+    chunks = chunk(doc(Section(text=text)), chunk_size=1000)
+    assert 3 * 286 + 2 * 2 <= 1000 < 4 * 286 + 3 * 2  # three paragraphs fit, four do not
+    assert [c.text for c in chunks] == ["\n\n".join(paras[i : i + 3]) for i in range(0, 10, 3)]
+
+
+def test_a_long_markdown_section_is_cut_at_paragraphs_then_sentences_then_words():
+    long_paragraph = " ".join(f"Sentence {i} says something about the proxy." for i in range(60))
+    words = [f"word{i}" for i in range(400)]  # a paragraph with no sentence end at all
+    text = "\n\n".join(["Short intro.", long_paragraph, "Between.", " ".join(words), "The end."])
+    chunks = chunk(doc(Section(text=text, headings=("Guide", "Proxy"))), chunk_size=300)
+    texts = [c.text for c in chunks]
+    offsets(text, chunks)
+    assert all(
+        len(t) <= 300 and c.headings == ("Guide", "Proxy")
+        for t, c in zip(texts, chunks, strict=True)
+    )
+    assert texts[0] == "Short intro."  # the next paragraph does not fit: cut at the blank line
+    between = next(i for i, t in enumerate(texts) if "Between." in t)
+    assert between > 2
+    assert all(t.endswith("proxy.") for t in texts[1:between])  # cut at sentence ends
+    assert texts[between].endswith("proxy.\n\nBetween.")  # packed with what follows
+    in_words = [w for t in texts[between + 1 :] for w in t.split()]
+    assert in_words == [*words, "The", "end."]  # cut between words, none split
+    assert texts[-1].endswith("\n\nThe end.")
+
+
+def test_a_5000_character_word_is_cut_mid_word_only_as_a_last_resort():
+    word = "".join(chr(ord("a") + i % 26) for i in range(5000))
+    text = f"Before the word.\n\n{word} after it."
+    chunks = chunk(doc(Section(text=text)), chunk_size=1200)
+    assert chunks[0].text == "Before the word."
+    assert [len(c.text) for c in chunks[1:5]] == [1200, 1200, 1200, 1200]
+    assert "".join(c.text for c in chunks[1:6]).startswith(word)
+    assert chunks[-1].text.endswith("after it.")
+
+
+def test_a_hard_cut_keeps_an_accent_on_its_letter():
+    text = "e\u0301" * 3000  # "é" written as e + combining acute accent, no space anywhere
+    chunks = chunk(doc(Section(text=text)), chunk_size=101)
+    assert all(not c.text.startswith("\u0301") for c in chunks)
+    assert "".join(c.text for c in chunks) == text
+
+
+def test_cjk_text_without_spaces_is_cut_after_its_sentence_ends():
+    sentence = "本手册说明休假政策和代理配置。"  # 15 characters, no spaces
+    text = sentence * 40
+    chunks = chunk(doc(Section(text=text)), chunk_size=100)
+    assert all(c.text.endswith("。") and len(c.text) <= 100 for c in chunks)
+    assert [len(c.text) for c in chunks[:-1]] == [90] * (len(chunks) - 1)
+    assert "".join(c.text for c in chunks) == text
+
+
+def test_cjk_without_any_break_is_cut_at_the_size():
+    text = "日本語のテキスト" * 100
+    chunks = chunk(doc(Section(text=text)), chunk_size=100)
+    assert [len(c.text) for c in chunks] == [100] * 8
+    assert "".join(c.text for c in chunks) == text
+
+
+def test_a_numbered_list_is_not_cut_after_its_item_numbers():
+    items = "\n".join(f"{n}. Item number {n} of the checklist" for n in range(1, 30))
+    chunks = chunk(doc(Section(text=items)), chunk_size=150)
+    for c in chunks:
+        assert re.match(r"\d+\. Item", c.text), c.text
+        assert not re.search(r"\n\d+\.$", c.text), c.text
+
+
+def test_a_closing_quote_stays_with_its_sentence():
+    text = ('He said "stop here." ' * 10) + "x" * 90
+    chunks = chunk(doc(Section(text=text)), chunk_size=100)
+    assert chunks[0].text.endswith('here."')
+
+
+def test_chunks_never_cross_a_section_and_keep_its_citation():
+    first = Section(text="One.\n\nTwo.", headings=("A",), page=1)
+    second = Section(text="Three.", headings=("A", "B"), page=2)
+    chunks = chunk(doc(first, second, title="Report"))
+    assert [(c.text, c.headings, c.page, c.line) for c in chunks] == [
+        ("One.\n\nTwo.", ("A",), 1, None),
+        ("Three.", ("A", "B"), 2, None),
+    ]
+    assert {c.title for c in chunks} == {"Report"}
+
+
+def test_line_numbers_match_a_hand_written_section():
+    # Line 20 of the file is the section's first line.
+    text = (
+        "Alpha alpha alpha alpha alpha alpha alpha alpha alpha alpha alpha alpha alpha.\n"  # 20
+        "\n"  # 21
+        "Bravo bravo bravo bravo bravo bravo bravo bravo bravo bravo bravo bravo bravo.\n"  # 22
+        "Charlie charlie charlie charlie charlie charlie charlie charlie charlie charlie.\n"  # 23
+        "\n"  # 24
+        "\n"  # 25
+        "Delta delta delta delta delta delta delta delta delta delta delta delta delta.\n"  # 26
+        "Echo echo echo echo echo. Foxtrot foxtrot foxtrot foxtrot foxtrot foxtrot foxtrot."  # 27
+    )
+    chunks = chunk(doc(Section(text=text, start_line=20)), chunk_size=100)
+    assert [(c.line, c.text.split()[0]) for c in chunks] == [
+        (20, "Alpha"),
+        (22, "Bravo"),
+        (23, "Charlie"),
+        (26, "Delta"),
+        (27, "Echo"),
+    ]
+
+
+def test_empty_and_blank_sections_give_no_chunk():
+    sections = (Section(text=""), Section(text=" \n\n\t "), Section(text="Kept.", start_line=9))
+    assert [(c.text, c.line) for c in chunk(doc(*sections))] == [("Kept.", 9)]
+    assert chunk(doc()) == []
+
+
+@pytest.mark.parametrize(
+    "size", [CHUNK_CHARS_MIN - 1, CHUNK_CHARS_MAX + 1, 0, -5, True, 1200.0, "1200"]
+)
+def test_a_chunk_size_out_of_range_is_refused(size):
+    with pytest.raises(InvalidRequest, match="chunk size"):
+        chunk(doc(Section(text="text")), chunk_size=size)
+
+
+def test_the_range_ends_and_the_default_are_accepted():
+    text = "word " * 30_000
+    assert (
+        max(len(c.text) for c in chunk(doc(Section(text=text)), chunk_size=CHUNK_CHARS_MIN)) <= 100
+    )
+    assert len(chunk(doc(Section(text=text)), chunk_size=CHUNK_CHARS_MAX)) == 2
+    assert max(len(c.text) for c in chunk(doc(Section(text=text)))) <= CHUNK_CHARS
+
+
+def test_break_preferences_are_a_table_in_the_spec_order():
+    assert [b.name for b in BREAKS] == ["paragraph", "sentence", "line", "word"]
+
+
+def test_huge_sections_finish_linearly():
+    # No timing assertion: a quadratic chunker would not finish these within the test run.
+    tiny = "a\n\n" * 1_000_000
+    assert len(spans(tiny, 1200)) == 2500
+    line = "x" * 10_000_000
+    assert len(spans(line, 1200)) == 8334
+    words = "word " * 2_000_000
+    assert len(spans(words, 1200)) == 8334
+
+
+# Properties
+
+PIECES = st.one_of(
+    st.text(alphabet="abcxyzÉé日本\u0301", min_size=1, max_size=250),
+    st.sampled_from(
+        [" ", "  ", "\n", "\n\n", "\n \n", "\n\n\n", ". ", "! ", "? ", "。", "」", ".\n", "\t"]
+        + ["\u00a0", "\u3000", "\u2028", "1. ", "\n12. ", '." ', ".) ", "…"]
+    ),
+)
+
+
+@st.composite
+def sections(draw) -> Section:
+    text = "".join(draw(st.lists(PIECES, max_size=60)))
+    start_line = draw(st.none() | st.integers(1, 10_000))
+    return Section(
+        text=text, headings=("H",), page=draw(st.none() | st.integers(1, 9)), start_line=start_line
+    )
+
+
+@PROPERTIES
+@given(st.lists(sections(), max_size=4), st.integers(CHUNK_CHARS_MIN, 400))
+def test_chunks_are_small_stripped_ordered_disjoint_and_lose_nothing(section_list, size):
+    for section in section_list:
+        chunks = chunk(doc(section), chunk_size=size)
+        starts = offsets(section.text, chunks)
+        for c, start in zip(chunks, starts, strict=True):
+            assert 0 < len(c.text) <= size
+            assert c.text == c.text.strip()
+            assert (c.title, c.headings, c.page) == ("Handbook", section.headings, section.page)
+            expected_line = (
+                None
+                if section.start_line is None
+                else section.start_line + section.text.count("\n", 0, start)
+            )
+            assert c.line == expected_line
+
+
+@PROPERTIES
+@given(sections(), st.integers(CHUNK_CHARS_MIN, 300))
+def test_a_word_is_cut_only_when_no_whitespace_is_in_reach(section, size):
+    text = section.text
+    cjk_end = "。！？｡」』”’）)"
+    pairs = spans(text, size)
+    for (start, end), (following, _) in itertools.pairwise(pairs):
+        if end == following and text[end - 1] not in cjk_end:
+            window = text[start + 1 : start + size + 1]
+            assert not any(ch.isspace() for ch in window), (start, end)
+
+
+@PROPERTIES
+@given(
+    st.lists(st.integers(1, 60), min_size=1, max_size=40),
+    st.integers(CHUNK_CHARS_MIN, 500),
+)
+def test_no_two_chunks_ending_at_paragraphs_could_have_been_one(word_counts, size):
+    text = "\n\n".join(paragraph(n, words) for n, words in enumerate(word_counts))
+    pairs = spans(text, size)
+    for (start, _), (_, end) in itertools.pairwise(pairs):
+        if end == len(text) or text.startswith("\n\n", end):
+            assert end - start > size
