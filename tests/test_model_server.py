@@ -297,6 +297,19 @@ def test_unknown_paths_and_methods(serving: Serving) -> None:
     assert status == 501 and "error" in answer
 
 
+def test_an_unread_body_never_becomes_the_next_request(serving: Serving) -> None:
+    connection = http.client.HTTPConnection(serving.host, serving.port, timeout=10)
+    try:
+        for path in ("/nothing", "/health", "/embed"):
+            connection.request("POST" if path != "/embed" else "GET", path, body=b'{"inputs": "x"}')
+            assert connection.getresponse().read()
+        connection.request("POST", "/embed", body=b'{"inputs": "x"}')
+        response = connection.getresponse()
+        assert response.status == 200 and len(json.loads(response.read())) == 1
+    finally:
+        connection.close()
+
+
 def test_a_request_past_the_size_limit_is_refused_unread(serving: Serving) -> None:
     with socket.create_connection((serving.host, serving.port), timeout=10) as sock:
         sock.sendall(

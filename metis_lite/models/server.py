@@ -291,6 +291,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._dispatch("POST")
 
     def _dispatch(self, method: str) -> None:
+        self._body_read = False
         path = self.path.split("?", 1)[0].rstrip("/") or "/"
         route = ROUTES.get(path)
         if route is None:
@@ -333,6 +334,7 @@ class _Handler(BaseHTTPRequestHandler):
         if len(raw) < length:
             self.close_connection = True
             raise BadRequest(400, "the request body ended early")
+        self._body_read = True
         try:
             body = json.loads(raw)
         except (ValueError, UnicodeDecodeError) as exc:
@@ -343,6 +345,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send(self, status: int, answer: Any, *, allow: str | None = None) -> None:
         data = json.dumps(answer, ensure_ascii=False, allow_nan=False).encode("utf-8")
+        if not getattr(self, "_body_read", False) and self._has_body():
+            self.close_connection = True  # an unread body must not be taken for the next request
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -352,6 +356,12 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Connection", "close")
         self.end_headers()
         self.wfile.write(data)
+
+    def _has_body(self) -> bool:
+        headers = getattr(self, "headers", None)
+        if headers is None:
+            return False
+        return headers.get("Content-Length", "0") not in ("", "0") or "Transfer-Encoding" in headers
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         """http.server's own errors (a malformed request line, an unknown method) as JSON."""
