@@ -587,9 +587,8 @@ class Misbehaving(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         if fault in ("500", "429", "503"):
-            self._send(
-                int(fault), json.dumps({"error": f"fault {fault}", "error_type": "overloaded"})
-            )
+            said = json.dumps({"error": f"fault {fault}", "error_type": "overloaded"})
+            self._send(int(fault), said, retry="3" if fault == "429" else None)
             return
         if fault == "slow":
             STOP.wait(0.6)
@@ -641,15 +640,21 @@ class Misbehaving(BaseHTTPRequestHandler):
             return {"data": {"embedding": vectors}}
         return {"object": "list", "data": data}
 
-    def _headers(self, status: int, length: int, kind: str = "application/json") -> None:
+    def _headers(
+        self, status: int, length: int, kind: str = "application/json", retry: str | None = None
+    ) -> None:
         self.send_response(status)
         self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(length))
+        if retry:
+            self.send_header("Retry-After", retry)
         self.end_headers()
 
-    def _send(self, status: int, text: str, kind: str = "application/json") -> None:
+    def _send(
+        self, status: int, text: str, kind: str = "application/json", retry: str | None = None
+    ) -> None:
         data = text.encode()
-        self._headers(status, len(data), kind)
+        self._headers(status, len(data), kind, retry)
         self.wfile.write(data)
 
 
@@ -709,7 +714,7 @@ def test_a_good_answer_from_the_test_server(bad_server: str, kind: str, name: st
     [
         ("500", "HTTP 500"),
         ("503", "HTTP 503"),
-        ("429", "HTTP 429.*fault 429"),
+        ("429", r"HTTP 429.*fault 429 \(retry after 3 s\)"),
         ("drop", "connection dropped"),
         ("reset", "connection (reset|dropped)"),
         ("stall", "no (complete )?answer within 1 s"),

@@ -36,7 +36,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 import httpx
 import numpy as np
@@ -121,7 +121,7 @@ class _HttpProvider:
         if self._own_client:
             self._client.close()
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -203,19 +203,18 @@ class _HttpEmbedder(_HttpProvider):
 
     unavailable = EmbeddingModelUnavailable
     path = ""
+    protocol = "http"
 
     def __init__(self, url: str, *, dimension: int | None = None, **options: Any) -> None:
-        super().__init__(url, **options)
         if dimension is not None and (
             not isinstance(dimension, int) or isinstance(dimension, bool) or dimension < 1
         ):
             raise InvalidRequest(f"dimension must be a positive integer, not {dimension!r}")
+        super().__init__(url, **options)
         self.expected_dimension = dimension
         self.dimension: int | None = dimension
         """The vectors' length: the expected one, else the first answer's, else None."""
         self.name = provider_name(self.protocol, self.url, self.model)
-
-    protocol = "http"
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Float32 (len(texts), dimension), rows L2-normalised; one call per batch_size texts."""
@@ -423,7 +422,12 @@ def _refusal(target: str, response: httpx.Response, raw: bytes) -> str:
         detail = inner.get("message", inner) if isinstance(inner, dict) else inner
     said = str(detail)[:ERROR_SNIPPET_CHARS] if detail else ""
     status = f"HTTP {response.status_code} {response.reason_phrase}".rstrip()
-    return f"{target}: {status}" + (f": {said}" if said else "")
+    retry = response.headers.get("Retry-After")
+    return (
+        f"{target}: {status}"
+        + (f": {said}" if said else "")
+        + (f" (retry after {retry} s)" if retry else "")
+    )
 
 
 def _reason(exc: Exception) -> str:
