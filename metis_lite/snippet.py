@@ -1,0 +1,183 @@
+"""A citation's snippet and the spans of a text to highlight for a question.
+
+The spec ("What a result holds"): the snippet is "up to 240 characters around the sentence
+holding most of the question's words". The chunk's whitespace is collapsed to single spaces
+(a snippet is one line to read), its sentences are scored by how many distinct question words
+each holds (folded by the index's own tokenizer, so `configuracao` matches `Configuração`),
+and the best one wins: the earliest on a tie, the first when none holds a question word.
+
+A best sentence that fits is widened up to the limit with the words after it, then with the
+whole sentences before it (so the snippet starts where a sentence does); one that does not fit
+is cut to the window holding most of its question words. Cuts fall between words, and inside a
+word only when it is longer than the window. A cut end is marked with "…", and the marks count
+towards the limit.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable
+
+from metis_lite.errors import InvalidRequest
+from metis_lite.settings import SNIPPET_CHARS
+from metis_lite.tokenizer import token_spans, tokens
+
+ELLIPSIS = "…"
+"""Marks each end of a snippet where the text goes on."""
+
+SNIPPET_CHARS_MIN = 10
+"""The smallest snippet limit accepted: room for both marks and a word or two."""
+
+_CLOSE, _CJK_END, _CJK_CLOSE = "\"'”’»)\\]", "。！？｡", "」』”’）)"
+_SENTENCE_END = re.compile(
+    # . ! ? … followed by a space or the end; 。！？ anywhere, since Chinese and Japanese put no
+    # space between sentences.
+    rf"[.!?…]+[{_CLOSE}]*(?= |$)|[{_CJK_END}]+[{_CJK_CLOSE}]*"
+)
+_WORD_BREAK = re.compile(
+    # Where a snippet may start or end: at a space, or after a sentence of a script written
+    # without spaces.
+    rf" |(?<=[{_CJK_END}])(?![{_CJK_CLOSE}])|(?<=[{_CJK_END}][{_CJK_CLOSE}])"
+)
+
+
+def snippet(text: str, question_terms: Iterable[str], *, limit: int = SNIPPET_CHARS) -> str:
+    """At most `limit` characters of `text` around its sentence holding most question words.
+
+    `question_terms` are the question's words as `tokenizer.tokens` gives them (they are
+    folded again here, so raw words work too). Raises InvalidRequest for a limit below
+    SNIPPET_CHARS_MIN.
+    """
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < SNIPPET_CHARS_MIN:
+        raise InvalidRequest(
+            f"a snippet limit is a whole number of at least {SNIPPET_CHARS_MIN}, not {limit!r}"
+        )
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    terms = _fold_terms(question_terms)
+    start, end = _best_sentence(flat, terms)
+    if (end - start) + (start > 0) + (end < len(flat)) <= limit:
+        start, end = _widen(flat, start, end, limit)
+    else:
+        start, end = _window(flat, start, end, terms, limit)
+    lead = ELLIPSIS if start > 0 else ""
+    trail = ELLIPSIS if end < len(flat) else ""
+    return lead + flat[start:end] + trail
+
+
+def highlight_spans(text: str, question_terms: Iterable[str]) -> list[tuple[int, int]]:
+    """(start, end) in `text` of each word whose folded form is one of the question's words."""
+    terms = _fold_terms(question_terms)
+    return [(start, end) for start, end, word in token_spans(text) if word in terms]
+
+
+def sentences(flat: str) -> list[tuple[int, int]]:
+    """(start, end) of each sentence of a whitespace-collapsed text, in order, covering it all."""
+    out = []
+    start = 0
+    for match in _SENTENCE_END.finditer(flat):
+        end = match.end()
+        if end > start:
+            out.append((start, end))
+        start = end + 1 if flat[end : end + 1] == " " else end
+    if start < len(flat):
+        out.append((start, len(flat)))
+    return out
+
+
+def _fold_terms(question_terms: Iterable[str]) -> frozenset[str]:
+    return frozenset(word for term in question_terms for word in tokens(term))
+
+
+def _best_sentence(flat: str, terms: frozenset[str]) -> tuple[int, int]:
+    """The sentence holding most distinct question words; the earliest of equals."""
+    spans = sentences(flat)
+    best, best_count = spans[0], 0
+    if terms:
+        for start, end in spans:
+            count = len(terms.intersection(tokens(flat[start:end])))
+            if count > best_count:
+                best, best_count = (start, end), count
+                if count == len(terms):
+                    break
+    return best
+
+
+def _widen(flat: str, start: int, end: int, limit: int) -> tuple[int, int]:
+    """Extend a sentence that fits with whole words after it, then whole sentences before it.
+
+    `room` is what the snippet may still grow by, its marks counted: taking the text up to
+    an end of `flat` drops that end's mark, which frees one character.
+    """
+    n = len(flat)
+    room = limit - (end - start) - (start > 0) - (end < n)
+    if end < n:
+        if n - end <= room + 1:
+            room -= n - end - 1
+            end = n
+        else:
+            cuts = [m.start() for m in _WORD_BREAK.finditer(flat, end, end + room + 1)]
+            cut = max((c for c in cuts if c <= end + room), default=end)
+            room -= cut - end
+            end = cut
+    if start > 0 and room > 0:
+        if start <= room + 1:
+            start = 0
+        else:
+            earliest = start - room
+            starts = (
+                match.end() + (flat[match.end() : match.end() + 1] == " ")
+                for match in _SENTENCE_END.finditer(flat, max(0, earliest - 8), start)
+            )
+            start = min((s for s in starts if earliest <= s < start), default=start)
+    return start, end
+
+
+def _window(flat: str, start: int, end: int, terms: frozenset[str], limit: int) -> tuple[int, int]:
+    """The part of a too-long sentence that holds most of its question words, cut at words."""
+    width = limit - 2 * len(ELLIPSIS)
+    matches = [
+        (start + s, start + e, word) for s, e, word in token_spans(flat[start:end]) if word in terms
+    ]
+    low, high = _densest(matches, width) if matches else (start, start)
+    high = min(high, low + width)  # a matched word wider than the window is cut
+    left = max(start, low - (width - (high - low)) // 2)
+    right = min(end, left + width)
+    left = max(start, right - width)
+    if left > start and flat[left - 1] != " ":
+        space = flat.find(" ", left, low)
+        if space != -1:
+            left = space + 1
+    if right < end and flat[right] != " ":
+        space = flat.rfind(" ", high, right)
+        if space != -1:
+            right = space
+    while left < right and flat[left] == " ":
+        left += 1
+    while right > left and flat[right - 1] == " ":
+        right -= 1
+    return left, right
+
+
+def _densest(matches: list[tuple[int, int, str]], width: int) -> tuple[int, int]:
+    """(start, end) of the run of matches, at most `width` wide, with most distinct words.
+
+    A sliding window over the matches in text order; the earliest of equal runs wins. When
+    every match alone is wider than `width`, the first one.
+    """
+    best, best_count = (matches[0][0], matches[0][1]), 0
+    held: Counter[str] = Counter()
+    first = 0
+    for last, (_, last_end, word) in enumerate(matches):
+        held[word] += 1
+        while first <= last and last_end - matches[first][0] > width:
+            gone = matches[first][2]
+            held[gone] -= 1
+            if not held[gone]:
+                del held[gone]
+            first += 1
+        if len(held) > best_count:
+            best, best_count = (matches[first][0], last_end), len(held)
+    return best

@@ -1,0 +1,213 @@
+"""snippet.snippet and snippet.highlight_spans: the citation's few lines and what to highlight."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from metis_lite.errors import InvalidRequest
+from metis_lite.settings import SNIPPET_CHARS
+from metis_lite.snippet import ELLIPSIS, SNIPPET_CHARS_MIN, highlight_spans, sentences, snippet
+from metis_lite.tokenizer import tokens
+
+PROPERTIES = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+HANDBOOK = (
+    "Leave policy. Every employee gets 25 days of paid vacation per year. Vacation days must"
+    " be requested through the portal at least two weeks in advance.\n\n"
+    "The proxy settings are described in section 4. Configuração do proxy: use port 3128"
+    " and never the old host. Error Xid 79 means the GPU fell off the bus and the node must"
+    " be drained. Order PO-2231 was cancelled because the supplier never answered our"
+    " questions about delivery dates, prices and the warranty terms for the replacement units."
+)
+
+
+def body(s: str) -> str:
+    """The snippet without its "…" marks."""
+    return s.removeprefix(ELLIPSIS).removesuffix(ELLIPSIS)
+
+
+def flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+# Examples
+
+
+def test_a_short_text_is_returned_whole_on_one_line():
+    assert (
+        snippet("  Vacation:\n\n25   days\tper year. ", ["vacation"])
+        == "Vacation: 25 days per year."
+    )
+
+
+def test_the_sentence_with_most_question_words_is_shown_and_accents_are_folded():
+    s = snippet(HANDBOOK, tokens("configuracao do proxy porta 3128"))
+    assert "Configuração do proxy: use port 3128 and never the old host." in s
+    assert len(s) <= SNIPPET_CHARS
+    assert s.startswith(ELLIPSIS) and s.endswith(ELLIPSIS)
+
+
+def test_the_best_sentence_is_widened_with_the_text_after_it_then_before_it():
+    s = snippet(HANDBOOK, tokens("Xid 79"))
+    assert "Error Xid 79 means the GPU fell off the bus and the node must be drained." in s
+    assert s.endswith("replacement units.")  # everything after it fits: no mark at the end
+    assert s.startswith("…Error Xid 79")  # the sentence before it does not fit whole
+    assert len(s) <= SNIPPET_CHARS
+
+
+def test_whole_sentences_before_it_are_added_when_they_fit():
+    text = "Filler sentence number x. " * 10 + "Short one. The answer is here."
+    s = snippet(text, ["answer"], limit=50)
+    assert s == "…Short one. The answer is here."  # one more filler sentence would not fit
+
+
+def test_distinct_words_count_not_repeats_and_the_earliest_wins_a_tie():
+    text = "Alpha alpha alpha alpha here. Alpha and beta here. Gamma and beta here. " * 4
+    assert snippet(text, ["alpha", "beta"], limit=40).startswith("…Alpha and beta here.")
+    tie = "Beta one. Gamma two. Beta three. " * 10
+    assert snippet(tie, ["beta"], limit=20).startswith("Beta one.")
+
+
+def test_no_matching_word_shows_the_beginning():
+    s = snippet(HANDBOOK, tokens("kubernetes helm"))
+    assert s.startswith("Leave policy. Every employee") and s.endswith(ELLIPSIS)
+    assert len(s) <= SNIPPET_CHARS
+    assert snippet(HANDBOOK, []).startswith("Leave policy.")
+
+
+def test_a_sentence_longer_than_the_limit_gives_a_window_around_its_words():
+    sentence = " ".join(["filler"] * 200 + ["the", "warranty", "terms", "apply"] + ["more"] * 200)
+    s = snippet(sentence + ".", tokens("warranty terms"), limit=60)
+    assert len(s) <= 60
+    assert s.startswith(ELLIPSIS) and s.endswith(ELLIPSIS)
+    assert "warranty terms" in s
+    inner = body(s).split(" ")
+    assert set(inner) <= {"filler", "the", "warranty", "terms", "apply", "more"}  # whole words
+
+
+def test_the_window_holds_the_densest_group_of_question_words():
+    text = "alpha " + "x " * 100 + "beta gamma alpha " + "y " * 100
+    s = snippet(text, ["alpha", "beta", "gamma"], limit=40)
+    assert "beta gamma alpha" in s
+
+
+def test_a_word_longer_than_the_window_is_cut_inside():
+    text = "a" * 1000 + "needle" + "b" * 1000
+    s = snippet(text, ["needle"], limit=40)  # one 2006-letter word: "needle" is not a word of it
+    assert 30 < len(s) <= 40 and s.startswith("aaa") and s.endswith("a" + ELLIPSIS)
+
+
+def test_cjk_text_is_widened_at_its_sentence_ends():
+    text = "前文です。" * 20 + "日本語のテキスト。" + "後文です。" * 20
+    s = snippet(text, tokens("日本語のテキスト"), limit=40)
+    # 2 marks + 9 characters leave 29: five more sentences of 5 fit, a sixth does not.
+    assert s == "…日本語のテキスト。" + "後文です。" * 5 + "…"
+
+
+def test_the_marks_count_towards_the_limit():
+    text = "word " * 100
+    for limit in range(SNIPPET_CHARS_MIN, 60):
+        s = snippet(text, ["word"], limit=limit)
+        assert len(s) <= limit and s.endswith(ELLIPSIS)
+    exact = "x" * 50
+    assert snippet(exact, [], limit=50) == exact
+
+
+def test_every_limit_is_kept_to_the_character():
+    text = "Lead in. The answer is here. And then a tail of words to widen it with. " * 3
+    for limit in range(SNIPPET_CHARS_MIN, len(text) + 5):
+        for terms in (["answer"], ["tail", "widen"], []):
+            s = snippet(text, terms, limit=limit)
+            assert len(s) <= limit, (limit, terms, s)
+            assert body(s) in flat(text)
+
+
+def test_a_window_cut_inside_words_on_both_sides_fills_the_limit():
+    text = "x" * 300 + "-proxy-" + "y" * 300  # three words, no space to cut at
+    s = snippet(text, ["proxy"], limit=40)
+    assert len(s) == 40 and s.startswith("…x") and s.endswith("y…") and "-proxy-" in s
+
+
+@pytest.mark.parametrize("limit", [SNIPPET_CHARS_MIN - 1, 0, -1, True, 240.0])
+def test_a_limit_too_small_is_refused(limit):
+    with pytest.raises(InvalidRequest):
+        snippet("text", ["text"], limit=limit)
+
+
+def test_raw_question_words_are_folded_too():
+    assert snippet(HANDBOOK, ["Configuração"]) == snippet(HANDBOOK, ["configuracao"])
+
+
+def test_sentences_cover_the_text():
+    text = flat("One. Two! Three? 「引用。」四つ目。 Five… six")
+    assert [text[a:b] for a, b in sentences(text)] == [
+        "One.",
+        "Two!",
+        "Three?",
+        "「引用。」",
+        "四つ目。",
+        "Five…",
+        "six",
+    ]
+
+
+def test_highlight_spans_are_the_question_words_in_the_text():
+    text = "Configuração do Proxy, proxy! ProxyServer. Xid 79; x-ray."
+    spans = highlight_spans(text, tokens("configuracao proxy xid 79 ray x"))
+    assert [text[a:b] for a, b in spans] == ["Configuração", "Proxy", "proxy", "Xid", "79", "ray"]
+    assert highlight_spans(text, []) == []
+
+
+# Properties
+
+WORDS = ["proxy", "Configuração", "Xid", "79", "vacation", "日本語", "po", "2231", "a", "é"]
+TEXT = st.lists(
+    st.one_of(
+        st.sampled_from(WORDS),
+        st.text(alphabet="abcxyzÉé日本", min_size=1, max_size=30),
+        st.sampled_from([" ", "  ", "\n", "\n\n", ". ", "! ", "? ", "。", "」", ".\n", "\t", "-"]),
+    ),
+    max_size=120,
+).map("".join)
+TERMS = st.lists(
+    st.sampled_from(["proxy", "configuracao", "xid", "79", "vacation", "日本語"]), max_size=4
+)
+
+
+@PROPERTIES
+@given(TEXT, TERMS, st.integers(SNIPPET_CHARS_MIN, 300))
+def test_a_snippet_is_short_and_made_of_the_text(text, terms, limit):
+    s = snippet(text, terms, limit=limit)
+    assert len(s) <= limit
+    inner = body(s)
+    whole = flat(text)
+    assert inner in whole
+    assert inner == inner.strip()
+    if not s.startswith(ELLIPSIS):
+        assert whole.startswith(inner)
+    if not s.endswith(ELLIPSIS):
+        assert whole.endswith(inner)
+    if len(whole) <= limit:
+        assert s == whole
+
+
+@PROPERTIES
+@given(TEXT, TERMS, st.integers(40, 300))
+def test_a_snippet_holds_a_question_word_when_the_text_does(text, terms, limit):
+    s = snippet(text, terms, limit=limit)
+    if set(tokens(text)) & set(terms):
+        assert set(tokens(body(s))) & set(terms), s
+
+
+@PROPERTIES
+@given(TEXT, TERMS)
+def test_highlight_spans_are_ordered_words_that_fold_to_question_words(text, terms):
+    spans = highlight_spans(text, terms)
+    assert spans == sorted(spans)
+    assert all(a < b <= c for (a, b), (c, _) in itertools.pairwise(spans))
+    assert all(set(tokens(text[a:b])) & set(terms) for a, b in spans)
+    assert len(spans) == sum(1 for word in tokens(text) if word in set(terms))
