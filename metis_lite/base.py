@@ -1,0 +1,364 @@
+"""The Python API: open a base, index its sources, search it, read its status.
+
+    from metis_lite import Base
+    with Base.open("handbook.db", create=True) as base:
+        base.add_source("examples/handbook")
+        report = base.index()
+        answer = base.search("how many holidays do I get")
+
+The CLI and the HTTP service are built on this class and nothing else.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from metis_lite import ingest
+from metis_lite.chunking import check_chunk_size
+from metis_lite.dense import VectorIndex
+from metis_lite.errors import InvalidRequest
+from metis_lite.models import registry
+from metis_lite.models.base import Embedder, Reranker
+from metis_lite.models.prefixes import prefixes_for
+from metis_lite.records import Answer, Filters, Warning
+from metis_lite.search import SearchContext, search
+from metis_lite.settings import BASE_KINDS, CHUNK_CHARS, MAX_FILE_BYTES, TOP_K
+from metis_lite.store import IndexerLock, Store
+
+DEFAULT_SPEC: dict[str, Any] = {
+    "kind": "documents",
+    "chunk_size": CHUNK_CHARS,
+    "embedding": {"provider": "embedded"},
+    "reranker": None,
+    "max_file_bytes": MAX_FILE_BYTES,
+    "dimension": None,  # recorded from the model's first answer
+}
+
+COUNT_FLUSH_S = 5.0
+"""Search counts are written at most this often (and when the base closes), not per search."""
+
+
+@dataclass(frozen=True)
+class SourceInfo:
+    name: str
+    path: str | None
+
+
+@dataclass(frozen=True)
+class BaseStatus:
+    name: str
+    path: str
+    kind: str
+    state: str  # Indexing or Waiting
+    sources: tuple[SourceInfo, ...]
+    documents: int
+    chunks: int
+    chunks_without_vector: int
+    kinds: dict[str, int]
+    embedding: str
+    reranker: str | None
+    chunk_size: int
+    last_indexing: dict[str, Any] | None
+    searches_per_day: dict[str, int]
+
+
+class Base:
+    """One open base: a read connection, its vectors in memory, its models (made when needed)."""
+
+    def __init__(self, path: str | Path, *, create: bool = False, name: str | None = None) -> None:
+        self.path = Path(path)
+        self._local = threading.local()
+        self._stores: list[Store] = []
+        self._stores_lock = threading.Lock()
+        self._adopt(Store(self.path, create=create))
+        self.name = name or self.path.stem
+        if create and not self.store.spec():
+            self.store.set_spec(DEFAULT_SPEC)
+        self._models_lock = threading.Lock()
+        self._embedder: Embedder | None = None
+        self._reranker: Reranker | None = None
+        self._vectors = VectorIndex(self.model_label)
+        self._pending_searches = 0
+        self._last_flush = time.monotonic()
+        self._count_lock = threading.Lock()
+
+    @classmethod
+    def open(cls, path: str | Path, *, create: bool = False, name: str | None = None) -> Base:
+        return cls(path, create=create, name=name)
+
+    @property
+    def store(self) -> Store:
+        """This thread's connection to the base (an apsw connection serves one thread at a time)."""
+        store = getattr(self._local, "store", None)
+        if store is None:
+            store = self._adopt(Store(self.path))
+        return store
+
+    def _adopt(self, store: Store) -> Store:
+        self._local.store = store
+        with self._stores_lock:
+            self._stores.append(store)
+        return store
+
+    def close(self) -> None:
+        self._flush_counts(force=True)
+        for model in (self._embedder, self._reranker):
+            if model is not None:
+                model.close()
+        with self._stores_lock:
+            for store in self._stores:
+                store.close()
+            self._stores.clear()
+
+    def __enter__(self) -> Base:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- spec -------------------------------------------------------------------------------
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        return {**DEFAULT_SPEC, **self.store.spec()}
+
+    @property
+    def model_label(self) -> str:
+        """The name recorded on every vector; vectors of another label are never compared."""
+        return registry.model_label(self.spec["embedding"])
+
+    def configure(
+        self,
+        *,
+        embedding: Mapping[str, Any] | None = None,
+        reranker: Mapping[str, Any] | None | bool = False,
+        chunk_size: int | None = None,
+        kind: str | None = None,
+        reembed: bool = False,
+    ) -> None:
+        """Change the base's spec. A new embedding model needs `reembed` once the base has
+        vectors (never mixed vectors); chunk size and kind are set when the base is empty."""
+        spec = self.spec
+        changes: dict[str, Any] = {}
+        counts = self.store.counts()
+        if embedding is not None and dict(embedding) != spec["embedding"]:
+            registry.check_embedding_spec(embedding)
+            new_label = registry.model_label(embedding)
+            if counts["vectors"] and new_label != self.model_label and not reembed:
+                raise InvalidRequest(
+                    f"the base's vectors were made by {self.model_label}; to use {new_label} "
+                    "index with --reembed (every chunk is embedded again)"
+                )
+            changes["embedding"] = dict(embedding)
+            changes["dimension"] = None
+        if reranker is not False:
+            registry.check_reranker_spec(reranker or None)
+            changes["reranker"] = dict(reranker) if reranker else None
+        if chunk_size is not None and chunk_size != spec["chunk_size"]:
+            if counts["chunks"]:
+                raise InvalidRequest(
+                    "the chunk size is set when a base is created (it is not empty)"
+                )
+            changes["chunk_size"] = check_chunk_size(chunk_size)
+        if kind is not None and kind != spec["kind"]:
+            if kind not in BASE_KINDS:
+                raise InvalidRequest(f"unknown base kind {kind!r}: {', '.join(BASE_KINDS)}")
+            if counts["documents"]:
+                raise InvalidRequest("a base's kind is chosen when it is created (it is not empty)")
+            changes["kind"] = kind
+        if changes:
+            self.store.set_spec(changes)
+            with self._models_lock:
+                for model in (self._embedder, self._reranker):
+                    if model is not None:
+                        model.close()
+                self._embedder = self._reranker = None
+            self._vectors = VectorIndex(self.model_label)
+
+    # -- models -----------------------------------------------------------------------------
+
+    def embedder(self) -> Embedder:
+        with self._models_lock:
+            if self._embedder is None:
+                self._embedder = registry.embedder_from_spec(self.spec["embedding"])
+            return self._embedder
+
+    def reranker(self) -> Reranker | None:
+        with self._models_lock:
+            if self._reranker is None and self.spec["reranker"]:
+                self._reranker = registry.reranker_from_spec(self.spec["reranker"])
+            return self._reranker
+
+    def prefixes(self) -> tuple[str, str]:
+        embedding = self.spec["embedding"]
+        return prefixes_for(
+            embedding.get("model") or self.model_label,
+            query_prefix=embedding.get("query_prefix"),
+            document_prefix=embedding.get("document_prefix"),
+        )
+
+    # -- sources and indexing ---------------------------------------------------------------
+
+    def add_source(self, folder: str | Path, *, name: str | None = None) -> str:
+        """Add a folder as a source (named after the folder unless named); returns its name."""
+        path = Path(folder).expanduser().resolve()
+        if not path.is_dir():
+            raise InvalidRequest(f"{folder} is not a folder")
+        known = {n: p for _, n, p in self.store.sources()}
+        for existing, existing_path in known.items():
+            if existing_path == str(path):
+                return existing
+        name = name or path.name or "root"
+        if name.startswith("metis-"):
+            raise InvalidRequest(
+                "source names starting with metis- are reserved for a base's notes"
+            )
+        base_name, n = name, 2
+        while name in known:
+            name, n = f"{base_name}-{n}", n + 1
+        self.store.add_source(name, str(path))
+        return name
+
+    def index(
+        self, *, reembed: bool = False, progress: ingest.Progress | None = None
+    ) -> ingest.IndexReport:
+        """Index every source again (only what changed), then embed chunks lacking a vector.
+
+        Refused with BASE_BUSY while another process indexes this base. Runs on its own
+        connection, so searches on this Base see only whole documents meanwhile.
+        """
+        started = time.perf_counter()
+        spec = self.spec
+        with IndexerLock(self.path), Store(self.path) as writer:
+            run = writer.start_run()
+            state = "failed"
+            try:
+                if reembed:
+                    writer.drop_vectors()
+                else:
+                    writer.drop_vectors(except_model=self.model_label)
+                tally, warnings = ingest.index_sources(
+                    writer,
+                    chunk_size=spec["chunk_size"],
+                    max_file_bytes=spec["max_file_bytes"],
+                    progress=progress,
+                )
+                embedded, warnings2 = self._embed_missing(writer, progress)
+                warnings += warnings2
+                state = "done"
+            finally:
+                counts = (
+                    {}
+                    if state == "failed"
+                    else {
+                        "added": tally.added,
+                        "updated": tally.updated,
+                        "removed": tally.removed,
+                        "unchanged": tally.unchanged,
+                        "skipped": len(tally.skipped),
+                        "embedded": embedded,
+                    }
+                )
+                writer.finish_run(run, state=state, **counts)
+            chunks = writer.counts()["chunks"]
+            with_vector = writer.chunks_with_vector(self.model_label)
+        return ingest.IndexReport(
+            added=tally.added,
+            updated=tally.updated,
+            removed=tally.removed,
+            unchanged=tally.unchanged,
+            skipped=tuple(tally.skipped),
+            embedded=embedded,
+            chunks=chunks,
+            without_vector=chunks - with_vector,
+            seconds=round(time.perf_counter() - started, 3),
+            warnings=tuple(warnings),
+        )
+
+    def _embed_missing(
+        self, writer: Store, progress: ingest.Progress | None
+    ) -> tuple[int, list[Warning]]:
+        spec = self.spec
+        written, dimension, warnings = ingest.embed_missing(
+            writer,
+            self.embedder,
+            model=self.model_label,
+            document_prefix=self.prefixes()[1],
+            dimension=spec.get("dimension"),
+            progress=progress,
+        )
+        if dimension is not None and spec.get("dimension") != dimension:
+            writer.set_spec({"dimension": dimension})
+        return written, warnings
+
+    # -- search -----------------------------------------------------------------------------
+
+    def search(
+        self,
+        question: str,
+        *,
+        mode: str = "hybrid",
+        top_k: int = TOP_K,
+        rerank: bool = True,
+        filters: Filters | None = None,
+    ) -> Answer:
+        if not isinstance(question, str):
+            raise InvalidRequest("the question must be text")
+        context = SearchContext(
+            store=self.store,
+            vectors=self._vectors,
+            embedder=self.embedder,
+            reranker=self.reranker,
+            query_prefix=self.prefixes()[0],
+            base=self.name,
+            memory_order=None,
+        )
+        answer = search(
+            context, question, mode=mode, top_k=top_k, rerank=rerank, filters=filters or Filters()
+        )
+        self._count_search()
+        return answer
+
+    def _count_search(self) -> None:
+        with self._count_lock:
+            self._pending_searches += 1
+        self._flush_counts()
+
+    def _flush_counts(self, *, force: bool = False) -> None:
+        with self._count_lock:
+            due = force or time.monotonic() - self._last_flush >= COUNT_FLUSH_S
+            if not due or not self._pending_searches:
+                return
+            pending, self._pending_searches = self._pending_searches, 0
+            self._last_flush = time.monotonic()
+        self.store.count_searches(pending)
+
+    # -- status -----------------------------------------------------------------------------
+
+    def status(self) -> BaseStatus:
+        self._flush_counts(force=True)
+        spec = self.spec
+        counts = self.store.counts()
+        reranker = registry.model_label(spec["reranker"]) if spec["reranker"] else None
+        return BaseStatus(
+            name=self.name,
+            path=str(self.path),
+            kind=spec["kind"],
+            state="Indexing" if IndexerLock(self.path).held_elsewhere() else "Waiting",
+            sources=tuple(SourceInfo(n, p) for _, n, p in self.store.sources()),
+            documents=counts["documents"],
+            chunks=counts["chunks"],
+            chunks_without_vector=counts["chunks"]
+            - self.store.chunks_with_vector(self.model_label),
+            kinds=self.store.kinds(),
+            embedding=self.model_label,
+            reranker=reranker,
+            chunk_size=spec["chunk_size"],
+            last_indexing=self.store.last_run(),
+            searches_per_day=self.store.search_counts(),
+        )

@@ -1,0 +1,382 @@
+"""The command line: each command calls one library function and prints its answer.
+
+Human output goes to stdout, progress and warnings to stderr; `--json` prints exactly what the
+HTTP API answers. Exit codes: 0 done, 1 error, 2 bad usage or request, 3 a model did not answer
+(EMBEDDING_MODEL_UNAVAILABLE), 4 the base is busy (another indexer).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from metis_lite import __version__
+from metis_lite.errors import BaseBusy, InvalidRequest, MetisError, ModelUnavailable
+from metis_lite.records import Filters
+from metis_lite.settings import KINDS, MODES, TOP_K
+
+EXIT_ERROR, EXIT_USAGE, EXIT_MODEL, EXIT_BUSY = 1, 2, 3, 4
+
+Command = Callable[[argparse.Namespace], int]
+
+
+def _print_json(value: Any) -> None:
+    json.dump(value, sys.stdout, ensure_ascii=False, indent=2)
+    sys.stdout.write("\n")
+
+
+def _warn(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+# -- model options --------------------------------------------------------------------------
+
+
+def _model_spec(args: argparse.Namespace, prefix: str) -> dict[str, Any] | None:
+    provider = getattr(args, prefix)
+    if provider is None:
+        return None
+    spec: dict[str, Any] = {"provider": provider}
+    for field in ("url", "model", "path", "key_env"):
+        value = getattr(args, f"{prefix}_{field}")
+        if value is not None:
+            spec["api_key_env" if field == "key_env" else field] = value
+    if prefix == "embedding":
+        for field in ("query_prefix", "document_prefix"):
+            if getattr(args, field) is not None:
+                spec[field] = getattr(args, field)
+    return spec
+
+
+def _add_model_options(parser: argparse.ArgumentParser, prefix: str, providers: str) -> None:
+    group = parser.add_argument_group(f"{prefix} model (set when given)")
+    group.add_argument(f"--{prefix}", metavar="PROVIDER", help=f"provider: {providers}")
+    group.add_argument(f"--{prefix}-url", help="server URL (http providers)")
+    group.add_argument(f"--{prefix}-model", help="model name the server knows")
+    group.add_argument(
+        f"--{prefix}-path", help="local model folder in Hugging Face layout (embedded)"
+    )
+    group.add_argument(
+        f"--{prefix}-key-env",
+        metavar="VAR",
+        help="environment variable holding the API key (never the key itself)",
+    )
+
+
+# -- commands -------------------------------------------------------------------------------
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    from metis_lite.base import Base
+    from metis_lite.serialize import report_to_json
+
+    path = Path(args.base)
+    with Base.open(path, create=True) as base:
+        embedding = _model_spec(args, "embedding")
+        reranker: Any = False
+        if args.no_reranker:
+            reranker = None
+        elif args.reranker:
+            reranker = _model_spec(args, "reranker")
+        base.configure(
+            embedding=embedding,
+            reranker=reranker,
+            chunk_size=args.chunk_size,
+            kind=args.kind,
+            reembed=args.reembed,
+        )
+        for folder in args.folders:
+            base.add_source(folder)
+        if not base.store.sources() and not args.json:
+            _warn(f"{path} has no source yet: name a folder, e.g. metis-lite index {path} FOLDER")
+        progress = _progress_bar() if sys.stderr.isatty() and not args.json else None
+        report = base.index(reembed=args.reembed, progress=progress)
+    if args.json:
+        _print_json(report_to_json(report))
+        return 0
+    print(
+        f"indexed {path}: {report.added} added, {report.updated} updated, {report.removed} removed, "
+        f"{report.unchanged} unchanged, {len(report.skipped)} skipped; {report.chunks} chunks, "
+        f"{report.embedded} embedded, {report.without_vector} without a vector ({report.seconds:.1f} s)"
+    )
+    for skip in report.skipped:
+        print(f"  skipped {skip.path}: {skip.reason}")
+    for warning in report.warnings:
+        _warn(f"warning: {warning.code}: {warning.message}")
+    return 0
+
+
+def _progress_bar() -> Callable[[str, int, int], None]:
+    width = 30
+
+    def show(stage: str, done: int, total: int) -> None:
+        filled = width * done // total if total else width
+        sys.stderr.write(f"\r{stage:>7} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
+        if done >= total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+    return show
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from metis_lite.base import Base
+    from metis_lite.serialize import answer_to_json
+
+    filters = Filters(
+        path_prefix=args.prefix, kinds=tuple(args.kind or ()), sources=tuple(args.source or ())
+    )
+    with Base.open(args.base) as base:
+        answer = base.search(
+            args.question,
+            mode=args.mode,
+            top_k=args.top_k,
+            rerank=not args.no_rerank,
+            filters=filters,
+        )
+    if args.json:
+        _print_json(answer_to_json(answer))
+        return 0
+    for warning in answer.warnings:
+        _warn(f"warning: {warning.message}")
+    for n, result in enumerate(answer.results, start=1):
+        c = result.citation
+        where = f"page {c.page}" if c.page else f"line {c.line}" if c.line else c.kind
+        print(f"{n}. {c.title} — {c.source}/{c.document}, {where}")
+        if c.headings:
+            print(f"   {' > '.join(c.headings)}")
+        print(f"   {c.snippet}")
+        print(f"   {score_line(result.scores)}")
+    t = answer.took
+    _warn(
+        f"{len(answer.results)} results, {answer.mode}{', reranked' if answer.reranked else ''}; took "
+        f"{t.total:.1f} ms (embed {t.embed:.1f} · meaning {t.dense:.1f} · words {t.keyword:.1f} · "
+        f"fuse {t.fuse:.1f} · rerank {t.rerank:.1f})"
+    )
+    return 0
+
+
+def score_line(scores: Any) -> str:
+    """The spec's line: meaning 0.830 (#1) · words 7.41 (#2) · fused 0.0328 · reranker 0.970."""
+    parts = []
+    if scores.dense is not None:
+        parts.append(f"meaning {scores.dense:.3f} (#{scores.dense_rank})")
+    if scores.keyword is not None:
+        parts.append(f"words {scores.keyword:.2f} (#{scores.keyword_rank})")
+    if scores.fused is not None:
+        parts.append(f"fused {scores.fused:.4f}")
+    if scores.rerank is not None:
+        parts.append(f"reranker {scores.rerank:.3f}")
+    return " · ".join(parts)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from metis_lite.base import Base
+    from metis_lite.serialize import status_to_json
+
+    with Base.open(args.base) as base:
+        status = base.status()
+    if args.json:
+        _print_json(status_to_json(status))
+        return 0
+    print(f"{status.name} ({status.kind}): {status.state}")
+    print(
+        f"  documents {status.documents} · chunks {status.chunks} · without a vector "
+        f"{status.chunks_without_vector}"
+    )
+    print(f"  kinds: {', '.join(f'{k} {n}' for k, n in status.kinds.items()) or 'none'}")
+    print(
+        f"  embedding: {status.embedding} · reranker: {status.reranker or 'none'} · "
+        f"chunk size {status.chunk_size}"
+    )
+    for source in status.sources:
+        print(f"  source {source.name}: {source.path or '(notes)'}")
+    run = status.last_indexing
+    if run:
+        print(
+            f"  last indexing: {run['state']}, started {run['started_at']}, finished "
+            f"{run['finished_at'] or '-'}: {run['added']} added, {run['updated']} updated, "
+            f"{run['removed']} removed, {run['skipped']} skipped"
+        )
+    else:
+        print("  never indexed")
+    if status.searches_per_day:
+        days = ", ".join(f"{d} {n}" for d, n in sorted(status.searches_per_day.items())[-7:])
+        print(f"  searches per day: {days}")
+    return 0
+
+
+def cmd_shell(args: argparse.Namespace) -> int:
+    import apsw.shell
+
+    from metis_lite.store import Store
+
+    with Store(args.base) as store:
+        shell = apsw.shell.Shell(db=store.db)
+        shell.cmdloop(
+            intro=f"metis-lite shell on {args.base} (the 'metis' tokenizer is loaded; .help)"
+        )
+    return 0
+
+
+def cmd_models_serve(args: argparse.Namespace) -> int:
+    from metis_lite.models import registry
+    from metis_lite.models.server import serve_models
+
+    embedder = registry.embedder_from_spec({"provider": "embedded", "path": args.embedding_path})
+    reranker = (
+        registry.reranker_from_spec({"provider": "embedded", "path": args.reranker_path})
+        if args.reranker_path
+        else None
+    )
+    _warn(
+        f"serving {embedder.name}{' and a reranker' if reranker else ''} on "
+        f"http://{args.host}:{args.port} (TEI /embed, /rerank; OpenAI /v1/embeddings; /v1/rerank)"
+    )
+    serve_models(embedder, reranker, host=args.host, port=args.port)
+    return 0
+
+
+# -- parser ---------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="metis-lite",
+        description="Hybrid search in which each base is one SQLite file.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"metis-lite {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, handler: Command, help: str, example: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(
+            name,
+            help=help,
+            description=help,
+            epilog=f"example:\n  {example}",
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        sub.set_defaults(handler=handler)
+        return sub
+
+    index = command(
+        "index",
+        cmd_index,
+        "create or update a base: add folders as sources, index them",
+        "metis-lite index handbook.db examples/handbook",
+    )
+    index.add_argument("base", help="the base file (created if missing)")
+    index.add_argument("folders", nargs="*", metavar="FOLDER", help="folders to add as sources")
+    index.add_argument(
+        "--reembed",
+        action="store_true",
+        help="embed every chunk again (needed to change the embedding model)",
+    )
+    index.add_argument(
+        "--chunk-size", type=int, help="characters per chunk (new bases; default 1200)"
+    )
+    index.add_argument("--kind", choices=("documents", "memory"), help="base kind (new bases)")
+    _add_model_options(index, "embedding", "embedded, openai, tei, ollama")
+    index.add_argument("--query-prefix", help="text put before each question (default: by model)")
+    index.add_argument("--document-prefix", help="text put before each chunk (default: by model)")
+    _add_model_options(index, "reranker", "tei, cohere, embedded")
+    index.add_argument("--no-reranker", action="store_true", help="remove the base's reranker")
+    index.add_argument("--json", action="store_true", help="print the report as JSON")
+
+    search = command(
+        "search",
+        cmd_search,
+        "ask a base a question",
+        'metis-lite search handbook.db "how many holidays do I get"',
+    )
+    search.add_argument("base")
+    search.add_argument("question")
+    search.add_argument("--mode", choices=MODES, default="hybrid")
+    search.add_argument("--top-k", type=int, default=TOP_K)
+    search.add_argument("--prefix", help="keep documents whose path starts with this")
+    search.add_argument(
+        "--kind", action="append", choices=KINDS + ("note",), help="keep this kind (repeatable)"
+    )
+    search.add_argument("--source", action="append", help="keep this source (repeatable)")
+    search.add_argument("--no-rerank", action="store_true", help="skip the reranker")
+    search.add_argument(
+        "--json", action="store_true", help="print exactly what the HTTP API answers"
+    )
+
+    status = command(
+        "status",
+        cmd_status,
+        "show a base's state, sources, documents and chunks",
+        "metis-lite status handbook.db",
+    )
+    status.add_argument("base")
+    status.add_argument("--json", action="store_true")
+
+    shell = command(
+        "shell",
+        cmd_shell,
+        "open the base in an SQL shell with the tokenizer loaded",
+        "metis-lite shell handbook.db",
+    )
+    shell.add_argument("base")
+
+    models = command(
+        "models",
+        lambda a: _usage(models),
+        "run the embedded models as a server",
+        "metis-lite models serve --port 8089",
+    )
+    model_commands = models.add_subparsers(dest="models_command", metavar="SUBCOMMAND")
+    serve = model_commands.add_parser(
+        "serve",
+        help="serve the embedded model over TEI and OpenAI protocols on loopback",
+        description="serve the embedded model (and a cross-encoder) over TEI, OpenAI and Cohere protocols",
+        epilog="example:\n  metis-lite models serve --port 8089",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    serve.set_defaults(handler=cmd_models_serve)
+    serve.add_argument(
+        "--embedding-path", help="model folder (default: the shipped all-MiniLM-L6-v2)"
+    )
+    serve.add_argument("--reranker-path", help="cross-encoder folder in Hugging Face layout")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8089)
+
+    return parser
+
+
+def _usage(parser: argparse.ArgumentParser) -> int:
+    parser.print_help(sys.stderr)
+    return EXIT_USAGE
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.handler(args)
+    except InvalidRequest as exc:
+        _error(exc, args)
+        return EXIT_USAGE
+    except ModelUnavailable as exc:
+        _error(exc, args)
+        return EXIT_MODEL
+    except BaseBusy as exc:
+        _error(exc, args)
+        return EXIT_BUSY
+    except MetisError as exc:
+        _error(exc, args)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return 130
+
+
+def _error(exc: MetisError, args: argparse.Namespace) -> None:
+    if getattr(args, "json", False):
+        _print_json(exc.to_json())
+    print(f"error: {exc.code}: {exc.message}", file=sys.stderr)

@@ -1,0 +1,288 @@
+"""Question → results, step by step as the spec's flowchart draws it.
+
+    Step 1. Embed the question with the base's model and its query prefix.
+    Step 2. By meaning: cosine with every chunk's vector, keep max(50, 4 × top_k).
+    Step 3. By words: BM25 over the FTS5 index, keep max(50, 4 × top_k).
+            Filters (path prefix, kinds, sources) apply to both lists before ranking.
+    Step 4. Fuse by rank: Σ 1/(60 + rank).
+    Step 5. Rerank the best clamp(3 × top_k, 20, 50) fused candidates, when the base has a reranker.
+    Step 6. Memories: facts that still hold before facts a newer one replaced.
+    Step 7. Cite the top_k: text, citation with snippet, scores at every step.
+
+Each step times itself into `took`. What a step could not do becomes a warning, never a
+silent change; `mode: dense` without its model is refused (EMBEDDING_MODEL_UNAVAILABLE).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from metis_lite import keyword
+from metis_lite.dense import VectorIndex
+from metis_lite.errors import EmbeddingModelUnavailable, InvalidRequest, ModelError
+from metis_lite.fusion import rrf
+from metis_lite.models.base import Embedder, Reranker
+from metis_lite.records import (
+    Answer,
+    Citation,
+    Filters,
+    Hit,
+    Result,
+    Scores,
+    Took,
+    Warning,
+    contextualize,
+)
+from metis_lite.settings import (
+    CANDIDATES_MIN,
+    CANDIDATES_PER_RESULT,
+    KINDS,
+    MODES,
+    RERANK_MAX,
+    RERANK_MIN,
+    RERANK_PER_RESULT,
+    TOP_K,
+    TOP_K_MAX,
+)
+from metis_lite.snippet import snippet
+from metis_lite.store import ChunkRow, Store
+from metis_lite.tokenizer import tokens
+
+MemoryOrder = Callable[[Store, list[Hit]], list[Hit]]
+"""Step 6's seam: reorders a memory's results (facts that hold first); identity elsewhere."""
+
+
+@dataclass(frozen=True)
+class SearchContext:
+    """What a search needs of an open base; models are fetched lazily (a failure is a warning)."""
+
+    store: Store
+    vectors: VectorIndex
+    embedder: Callable[[], Embedder]
+    reranker: Callable[[], Reranker | None]
+    query_prefix: str = ""
+    memory_order: MemoryOrder | None = None
+    base: str | None = None
+
+
+def candidates(top_k: int) -> int:
+    """Each retriever keeps its best 50, or 4 × top_k when that is more (spec, "By meaning")."""
+    return max(CANDIDATES_MIN, CANDIDATES_PER_RESULT * top_k)
+
+
+def rerank_count(top_k: int) -> int:
+    """The reranker reads 3 × top_k fused candidates, at least 20 and at most 50."""
+    return min(RERANK_MAX, max(RERANK_MIN, RERANK_PER_RESULT * top_k))
+
+
+def validate(mode: str, top_k: int, filters: Filters) -> None:
+    if mode not in MODES:
+        raise InvalidRequest(f"unknown mode {mode!r}: choose one of {', '.join(MODES)}")
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= TOP_K_MAX:
+        raise InvalidRequest(f"top_k must be a whole number from 1 to {TOP_K_MAX}, not {top_k!r}")
+    unknown = [k for k in filters.kinds if k not in KINDS + ("note",)]
+    if unknown:
+        raise InvalidRequest(f"unknown kind {unknown[0]!r}: kinds are {', '.join(KINDS)}, note")
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.start = self.mark = time.perf_counter()
+
+    def lap(self) -> float:
+        now = time.perf_counter()
+        elapsed, self.mark = (now - self.mark) * 1000.0, now
+        return round(elapsed, 3)
+
+    def total(self) -> float:
+        return round((time.perf_counter() - self.start) * 1000.0, 3)
+
+
+def search(
+    ctx: SearchContext,
+    question: str,
+    *,
+    mode: str = "hybrid",
+    top_k: int = TOP_K,
+    rerank: bool = True,
+    filters: Filters = Filters(),
+) -> Answer:
+    """Answer a question from one base (see the module's steps)."""
+    validate(mode, top_k, filters)
+    clock = _Clock()
+    warnings: list[Warning] = list(_empty_states(ctx.store))
+    if not warnings and not question.strip():
+        warnings.append(Warning("EMPTY_QUESTION", "the question is empty: nothing to search for"))
+    if warnings:
+        return Answer(mode, False, tuple(warnings), Took(total=clock.total()), ())
+    n = candidates(top_k)
+    allowed = ctx.store.filtered_chunk_ids(filters) if filters.active else None
+    took: dict[str, float] = {}
+
+    # Step 1. Embed the question.
+    query = None
+    if mode in ("hybrid", "dense"):
+        query = _embed_question(ctx, question, mode, warnings)
+    took["embed"] = clock.lap()
+
+    # Step 2. By meaning.
+    dense_hits: list[Hit] = []
+    if query is not None:
+        dense_hits = ctx.vectors.search(query, n, allowed=allowed)
+    took["dense"] = clock.lap()
+
+    # Step 3. By words.
+    keyword_hits: list[Hit] = []
+    if mode in ("hybrid", "keyword"):
+        keyword_hits = keyword.search(ctx.store, question, n, filters=filters)
+    took["keyword"] = clock.lap()
+
+    # Step 4. Fuse by rank.
+    fused = rrf(dense_hits, keyword_hits)
+    took["fuse"] = clock.lap()
+
+    # Step 5. Rerank.
+    rerank_scores: dict[int, float] = {}
+    reranked = False
+    order = fused
+    reranker = _reranker(ctx, warnings) if rerank and fused else None
+    if reranker is not None:
+        pool = fused[: rerank_count(top_k)]
+        rows = ctx.store.chunk_rows([hit.chunk_id for hit in pool])
+        try:
+            scores = reranker.score(question, [_rerank_text(rows[h.chunk_id]) for h in pool])
+            rerank_scores = {hit.chunk_id: float(s) for hit, s in zip(pool, scores, strict=True)}
+            # Past the reranker's 50, the rest keep their fused order (only when top_k > 50).
+            order = sorted(pool, key=lambda hit: -rerank_scores[hit.chunk_id]) + fused[len(pool) :]
+            reranked = True
+        except ModelError as exc:
+            warnings.append(
+                Warning("RERANKER_UNAVAILABLE", f"{exc.message}: results in the fused order")
+            )
+    took["rerank"] = clock.lap()
+
+    # Step 6. Memories: what holds now first.
+    if ctx.memory_order is not None:
+        order = ctx.memory_order(ctx.store, order)
+
+    # Step 7. Cite the top_k.
+    results = _cite(ctx, question, order[:top_k], dense_hits, keyword_hits, fused, rerank_scores)
+    took["total"] = clock.total()
+    return Answer(mode, reranked, tuple(warnings), Took(**took), tuple(results))
+
+
+def _empty_states(store: Store) -> list[Warning]:
+    """The spec's empty states: nothing indexed yet; the sources hold nothing a base reads."""
+    counts = store.counts()
+    if counts["chunks"]:
+        return []
+    run = store.last_run()
+    if run is not None and run["state"] == "done" and counts["documents"] == 0:
+        return [
+            Warning(
+                "NO_DOCUMENTS",
+                "nothing is indexed: the sources hold no document metis-lite reads "
+                f"({', '.join(KINDS)})",
+            )
+        ]
+    state = "being built" if run is not None and run["state"] == "running" else "empty"
+    return [Warning("NOTHING_INDEXED_YET", f"nothing is indexed yet: the index is {state}")]
+
+
+def _embed_question(ctx: SearchContext, question: str, mode: str, warnings: list[Warning]):
+    ctx.vectors.sync(ctx.store)
+    chunk_count = ctx.store.counts()["chunks"]
+    if ctx.vectors.count == 0:
+        message = "no chunk has a vector yet (indexed while the embedding model did not answer)"
+        if mode == "dense":
+            raise EmbeddingModelUnavailable(f"{message}: a search by meaning cannot answer")
+        warnings.append(Warning("NO_VECTORS", f"{message}: results by keywords"))
+        return None
+    try:
+        query = ctx.embedder().embed([ctx.query_prefix + question])[0]
+    except ModelError as exc:
+        if mode == "dense":
+            raise EmbeddingModelUnavailable(
+                f"{exc.message}: a search by meaning needs its embedding model"
+            ) from exc
+        warnings.append(
+            Warning("EMBEDDING_MODEL_UNAVAILABLE", f"{exc.message}: results by keywords only")
+        )
+        return None
+    if ctx.vectors.dimension is not None and query.shape[0] != ctx.vectors.dimension:
+        raise EmbeddingModelUnavailable(
+            f"the embedding model answered dimension {query.shape[0]}, the base's vectors have "
+            f"{ctx.vectors.dimension}: re-embed the base (index --reembed)"
+        )
+    missing = chunk_count - ctx.vectors.count
+    if missing > 0:
+        warnings.append(
+            Warning(
+                "CHUNKS_WITHOUT_VECTORS",
+                f"{missing} of {chunk_count} chunks have no vector yet (indexed while the embedding "
+                "model did not answer): they are found by words only",
+            )
+        )
+    return np.asarray(query, dtype=np.float32)
+
+
+def _reranker(ctx: SearchContext, warnings: list[Warning]) -> Reranker | None:
+    try:
+        return ctx.reranker()
+    except ModelError as exc:
+        warnings.append(
+            Warning("RERANKER_UNAVAILABLE", f"{exc.message}: results in the fused order")
+        )
+        return None
+
+
+def _rerank_text(row: ChunkRow) -> str:
+    """The reranker reads a chunk the way it is embedded: title and headings in front."""
+    return contextualize(row.title, row.headings, row.text)
+
+
+def _cite(
+    ctx: SearchContext,
+    question: str,
+    hits: Sequence[Hit],
+    dense_hits: Sequence[Hit],
+    keyword_hits: Sequence[Hit],
+    fused: Sequence[Hit],
+    rerank_scores: dict[int, float],
+) -> list[Result]:
+    rows = ctx.store.chunk_rows([hit.chunk_id for hit in hits])
+    dense = {h.chunk_id: h for h in dense_hits}
+    words = {h.chunk_id: h for h in keyword_hits}
+    fused_by_id = {h.chunk_id: h for h in fused}
+    terms = list(dict.fromkeys(tokens(question)))
+    results = []
+    for hit in hits:
+        row = rows.get(hit.chunk_id)
+        if row is None:  # removed between ranking and citing
+            continue
+        d, w, f = dense.get(hit.chunk_id), words.get(hit.chunk_id), fused_by_id[hit.chunk_id]
+        scores = Scores(
+            fused=f.score,
+            dense=d.score if d else None,
+            dense_rank=d.rank if d else None,
+            keyword=w.score if w else None,
+            keyword_rank=w.rank if w else None,
+            rerank=rerank_scores.get(hit.chunk_id),
+        )
+        citation = Citation(
+            source=row.source,
+            document=row.document,
+            title=row.title,
+            kind=row.kind,
+            headings=row.headings,
+            snippet=snippet(row.text, terms),
+            page=row.page,
+            line=row.line,
+        )
+        score = scores.rerank if scores.rerank is not None else f.score
+        results.append(Result(hit.chunk_id, score, row.text, citation, scores, base=ctx.base))
+    return results

@@ -1,0 +1,48 @@
+"""Shared fixtures: the shipped example folder, bases that search by words only (fast), and a
+built example base with the embedded model (built once per session, copied per test)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from metis_lite.base import Base
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples" / "handbook"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+DEAD_EMBEDDING = {"provider": "tei", "url": "http://127.0.0.1:9", "timeout_s": 1}
+"""An embedding model that never answers (nothing listens on port 9): indexing is fast and
+every search goes by words, with the spec's warning."""
+
+
+def words_only_base(path: Path, *folders: Path) -> Base:
+    base = Base(path, create=True)
+    base.configure(embedding=DEAD_EMBEDDING)
+    for folder in folders:
+        base.add_source(folder)
+    return base
+
+
+@pytest.fixture(scope="session")
+def example_base_file(tmp_path_factory) -> Path:
+    """examples/handbook indexed with the embedded model, once per test session."""
+    path = tmp_path_factory.mktemp("example") / "handbook.db"
+    with Base(path, create=True) as base:
+        base.add_source(EXAMPLES)
+        report = base.index()
+        assert report.without_vector == 0, report.warnings
+    return path
+
+
+@pytest.fixture
+def example_base(example_base_file, tmp_path) -> Base:
+    """A private copy of the example base (tests may write to it)."""
+    copy = tmp_path / "handbook.db"
+    shutil.copy(example_base_file, copy)
+    base = Base(copy)
+    yield base
+    base.close()
