@@ -224,21 +224,16 @@ def cmd_shell(args: argparse.Namespace) -> int:
 
 
 def cmd_models_serve(args: argparse.Namespace) -> int:
-    from metis_lite.models import registry
-    from metis_lite.models.server import serve_models
+    from metis_lite.models import server
 
-    embedder = registry.embedder_from_spec({"provider": "embedded", "path": args.embedding_path})
-    reranker = (
-        registry.reranker_from_spec({"provider": "embedded", "path": args.reranker_path})
-        if args.reranker_path
-        else None
-    )
-    _warn(
-        f"serving {embedder.name}{' and a reranker' if reranker else ''} on "
-        f"http://{args.host}:{args.port} (TEI /embed, /rerank; OpenAI /v1/embeddings; /v1/rerank)"
-    )
-    serve_models(embedder, reranker, host=args.host, port=args.port)
-    return 0
+    argv = ["--host", args.host, "--port", str(args.port)]
+    for flag, value in (
+        ("--embedding-path", args.embedding_path),
+        ("--reranker-path", args.reranker_path),
+    ):
+        if value:
+            argv += [flag, value]
+    return server.main(argv)
 
 
 # -- parser ---------------------------------------------------------------------------------

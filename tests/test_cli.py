@@ -1,0 +1,109 @@
+"""The command line: documented in the README, --json equal to the API's answer, exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import DEAD_EMBEDDING, ROOT
+
+from metis_lite.cli import build_parser
+
+
+def cli(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    run = subprocess.run(
+        [sys.executable, "-m", "metis_lite", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    if check:
+        assert run.returncode == 0, run.stderr
+    return run
+
+
+def commands() -> list[str]:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    return sorted(sub.choices)
+
+
+def test_every_command_is_documented_in_the_readme():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for name in commands():
+        assert f"metis-lite {name}" in readme, name
+
+
+@pytest.mark.parametrize("name", commands())
+def test_every_command_has_help_with_an_example(name):
+    run = cli(name, "-h")
+    assert "example" in run.stdout
+
+
+def test_search_json_is_the_api_answer_and_text_has_the_score_line(example_base_file, tmp_path):
+    human = cli("search", str(example_base_file), "Xid 79", "--mode", "keyword", "--top-k", "2")
+    assert "words " in human.stdout and "(#1)" in human.stdout and "fused " in human.stdout
+    assert "took" in human.stderr
+    as_json = json.loads(
+        cli("search", str(example_base_file), "Xid 79", "--mode", "keyword", "--json").stdout
+    )
+    assert set(as_json) == {"mode", "reranked", "warnings", "took", "results"}
+    assert as_json["results"][0]["scores"]["keyword_rank"] == 1
+
+
+def test_index_keyword_search_and_status(tmp_path):
+    base = str(tmp_path / "b.db")
+    folder = ROOT / "examples" / "handbook"
+    report = json.loads(
+        cli(
+            "index",
+            base,
+            str(folder),
+            "--embedding",
+            "tei",
+            "--embedding-url",
+            DEAD_EMBEDDING["url"],
+            "--json",
+        ).stdout
+    )
+    assert report["added"] > 5 and report["chunks"] == report["without_vector"]
+    again = json.loads(cli("index", base, "--json").stdout)
+    assert again["added"] == 0 and again["unchanged"] == report["added"]
+    found = json.loads(
+        cli("search", base, "configuracao do proxy", "--mode", "keyword", "--json").stdout
+    )
+    assert "onfiguração" in found["results"][0]["text"]
+    status = json.loads(cli("status", base, "--json").stdout)
+    assert status["state"] == "Waiting" and status["documents"] == report["added"]
+    assert status["chunks_without_vector"] == status["chunks"]
+    text = cli("status", base).stdout
+    assert "documents" in text and "last indexing: done" in text
+
+
+def test_errors_have_codes_and_exit_codes(tmp_path):
+    base = str(tmp_path / "b.db")
+    cli(
+        "index",
+        base,
+        str(ROOT / "examples" / "handbook" / "policies"),
+        "--embedding",
+        "tei",
+        "--embedding-url",
+        DEAD_EMBEDDING["url"],
+    )
+    dense = cli("search", base, "vacation", "--mode", "dense", check=False)
+    assert dense.returncode == 3 and "EMBEDDING_MODEL_UNAVAILABLE" in dense.stderr
+    missing = cli("search", str(tmp_path / "none.db"), "q", check=False)
+    assert missing.returncode == 1 and "no base" in missing.stderr
+    not_a_base = tmp_path / "x.db"
+    not_a_base.write_text("hello")
+    wrong = cli("status", str(not_a_base), check=False)
+    assert wrong.returncode == 1 and "NOT_A_BASE" in wrong.stderr
+    assert not_a_base.read_text() == "hello"
+    bad_k = cli("search", base, "q", "--top-k", "0", check=False)
+    assert bad_k.returncode == 2 and "INVALID_REQUEST" in bad_k.stderr
+    for run in (dense, missing, wrong, bad_k):
+        assert "Traceback" not in run.stderr

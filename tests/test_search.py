@@ -1,0 +1,264 @@
+"""Search on the shipped example with the embedded model: the modes, the score fields, filters
+before ranking, and the spec's table of what happens when a model does not answer."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from conftest import ROOT
+
+from metis_lite.base import Base
+from metis_lite.errors import EmbeddingModelUnavailable, InvalidRequest
+from metis_lite.records import Filters
+from metis_lite.search import candidates, rerank_count
+from metis_lite.serialize import answer_to_json
+from metis_lite.settings import RRF_K
+
+SAME_MODEL_AT = "all-MiniLM-L6-v2"  # the label of the embedded model's vectors
+
+
+def test_by_meaning_finds_what_words_miss(example_base):
+    answer = example_base.search("how many holidays do I get")
+    top = answer.results[0]
+    assert "25 days of paid vacation" in top.text
+    assert top.citation.document == "policies/leave.md"
+    assert top.scores.dense_rank == 1
+    assert answer.mode == "hybrid" and not answer.reranked and not answer.warnings
+
+
+def test_by_words_finds_accented_text_and_codes(example_base):
+    proxy = example_base.search("configuracao do proxy", mode="keyword", top_k=3).results
+    assert "Configuração" in proxy[0].text or "configuração" in proxy[0].text
+    for code in ("Xid 79", "PO-2231"):
+        top = example_base.search(code, mode="keyword").results[0]
+        assert code.lower() in top.text.lower()
+        assert top.scores.keyword_rank == 1 and top.scores.dense is None
+
+
+def test_score_fields_as_the_spec_says(example_base):
+    answer = example_base.search("paid vacation days", top_k=10)
+    payload = answer_to_json(answer)
+    assert set(payload) == {"mode", "reranked", "warnings", "took", "results"}
+    assert set(payload["took"]) == {"embed", "dense", "keyword", "fuse", "rerank", "total"}
+    for result in payload["results"]:
+        scores = result["scores"]
+        expected = sum(
+            1 / (RRF_K + scores[k]) for k in ("dense_rank", "keyword_rank") if k in scores
+        )
+        assert scores["fused"] == pytest.approx(expected, abs=1e-6)
+        assert result["score"] == scores["fused"]
+        assert ("dense" in scores) == ("dense_rank" in scores)
+        assert ("keyword" in scores) == ("keyword_rank" in scores)
+        assert "rerank" not in scores
+        citation = result["citation"]
+        assert set(citation) == {
+            "source",
+            "document",
+            "title",
+            "kind",
+            "page",
+            "line",
+            "headings",
+            "snippet",
+        }
+        assert len(citation["snippet"]) <= 240
+    assert [r["score"] for r in payload["results"]] == sorted(
+        (r["score"] for r in payload["results"]), reverse=True
+    )
+
+
+def test_modes_use_one_retriever_each(example_base):
+    dense = example_base.search("expenses for travel", mode="dense").results
+    assert dense and all(r.scores.keyword is None and r.scores.dense is not None for r in dense)
+    words = example_base.search("expenses for travel", mode="keyword").results
+    assert words and all(r.scores.dense is None and r.scores.keyword is not None for r in words)
+
+
+def test_citations_point_at_pages_and_lines(example_base):
+    pdf = example_base.search("Xid 79", mode="keyword", filters=Filters(kinds=("pdf",))).results
+    for result in pdf:
+        assert (
+            result.citation.kind == "pdf"
+            and result.citation.page >= 1
+            and result.citation.line is None
+        )
+    md = example_base.search("vacation", mode="keyword", filters=Filters(kinds=("md",))).results
+    source = (
+        (ROOT / "examples" / "handbook" / md[0].citation.document)
+        .read_text(encoding="utf-8")
+        .splitlines()
+    )
+    first_line = md[0].text.splitlines()[0]
+    assert source[md[0].citation.line - 1].strip() == first_line.strip()
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "dense", "keyword"])
+def test_filters_apply_before_ranking(example_base, mode):
+    everything = example_base.search("policy", mode=mode, top_k=50).results
+    kept = example_base.search(
+        "policy", mode=mode, top_k=5, filters=Filters(path_prefix="policies/")
+    ).results
+    assert kept and all(r.citation.document.startswith("policies/") for r in kept)
+    in_prefix = [r for r in everything if r.citation.document.startswith("policies/")]
+    assert len(kept) == min(5, len(in_prefix)) or len(kept) == 5
+    kinds = example_base.search("policy", mode=mode, filters=Filters(kinds=("pdf", "docx"))).results
+    assert kinds and {r.citation.kind for r in kinds} <= {"pdf", "docx"}
+    nothing = example_base.search("policy", mode=mode, filters=Filters(sources=("no-such-source",)))
+    assert nothing.results == ()
+
+
+def test_candidate_counts():
+    assert candidates(10) == 50 and candidates(25) == 100
+    assert [rerank_count(k) for k in (3, 10, 25, 1, 100)] == [20, 30, 50, 20, 50]
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"mode": "fuzzy"},
+        {"top_k": 0},
+        {"top_k": 101},
+        {"top_k": True},
+        {"top_k": "5"},
+        {"filters": Filters(kinds=("exe",))},
+    ],
+)
+def test_bad_requests_are_refused_clearly(example_base, kwargs):
+    with pytest.raises(InvalidRequest):
+        example_base.search("anything", **kwargs)
+
+
+@pytest.mark.parametrize(
+    "question", ["", "   ", '"', "x-ray AND NOT (", "NEAR(a b)", "*", "col:term"]
+)
+def test_hostile_questions_answer(example_base, question):
+    answer = example_base.search(question)
+    assert isinstance(answer.results, tuple)
+
+
+# -- when a model does not answer ------------------------------------------------------------
+
+
+def test_embedding_model_down_means_words_only_with_the_warning(example_base):
+    example_base.configure(
+        embedding={"provider": "tei", "url": "http://127.0.0.1:9", "model": SAME_MODEL_AT}
+    )
+    answer = example_base.search("vacation days")
+    assert [w.code for w in answer.warnings] == ["EMBEDDING_MODEL_UNAVAILABLE"]
+    assert answer.warnings[0].message.endswith(": results by keywords only")
+    assert answer.results and all(r.scores.dense is None for r in answer.results)
+    with pytest.raises(EmbeddingModelUnavailable):
+        example_base.search("vacation days", mode="dense")
+    assert example_base.search("vacation days", mode="keyword").warnings == ()
+
+
+class _Stall(BaseHTTPRequestHandler):
+    def do_POST(self):  # noqa: N802 - http.server's name
+        time.sleep(3)
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_model_past_its_deadline_is_down(example_base):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Stall)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        example_base.configure(
+            embedding={"provider": "tei", "url": url, "model": SAME_MODEL_AT, "timeout_s": 1}
+        )
+        started = time.monotonic()
+        answer = example_base.search("vacation days")
+        assert time.monotonic() - started < 2.5
+        assert answer.warnings[0].code == "EMBEDDING_MODEL_UNAVAILABLE"
+        assert answer.results
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_chunks_indexed_while_the_model_was_down_get_vectors_on_the_next_run(tmp_path):
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "leave.md").write_text(
+        "# Leave\n\nEvery employee gets 25 days of paid vacation a year.\n"
+    )
+    (src / "gpu.md").write_text("# GPUs\n\nXid 79 means the GPU fell off the bus.\n")
+    with Base(tmp_path / "b.db", create=True) as base:
+        base.configure(embedding={"provider": "tei", "url": url, "timeout_s": 2})
+        base.add_source(src)
+        report = base.index()
+        assert (
+            report.without_vector == 2 and report.warnings[0].code == "EMBEDDING_MODEL_UNAVAILABLE"
+        )
+        answer = base.search("how many holidays do I get")
+        assert [w.code for w in answer.warnings] == ["NO_VECTORS"]
+        assert answer.warnings[0].message == (
+            "no chunk has a vector yet (indexed while the embedding model did not answer): results by keywords"
+        )
+        assert base.status().chunks_without_vector == 2
+        server = subprocess.Popen(
+            [sys.executable, "-m", "metis_lite.models.server", "--port", str(port)],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            _wait_for(port)
+            report = base.index()
+            assert report.embedded == 2 and report.without_vector == 0 and not report.warnings
+            answer = base.search("how many holidays do I get")
+            assert answer.warnings == ()
+            assert answer.results[0].citation.document == "leave.md"
+            assert answer.results[0].scores.dense_rank == 1
+        finally:
+            server.terminate()
+            server.wait(timeout=10)
+
+
+def _wait_for(port: int, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.2)
+    raise AssertionError(f"model server did not listen on {port}")
+
+
+def test_empty_states(tmp_path):
+    with Base(tmp_path / "new.db", create=True) as base:
+        answer = base.search("anything")
+        assert [w.code for w in answer.warnings] == ["NOTHING_INDEXED_YET"]
+        assert answer.warnings[0].message.startswith("nothing is indexed yet: the index is ")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "image.png").write_bytes(b"\x89PNG")
+    with Base(tmp_path / "nothing.db", create=True) as base:
+        base.add_source(empty)
+        base.index()
+        answer = base.search("anything")
+        assert [w.code for w in answer.warnings] == ["NO_DOCUMENTS"]
+        assert answer.warnings[0].message.startswith(
+            "nothing is indexed: the sources hold no document"
+        )
