@@ -1,0 +1,74 @@
+"""Parsing: one parser per kind of document, each turning a file's bytes into a Document.
+
+    parse(path) ─kind_of(path)─▶ text | markdown | html | pdf | docx .parse(data, name=stem)
+                                   ─▶ Document(title, kind, sections with headings, page/line)
+
+Whatever a file holds, `parse` returns a Document or raises ParseError with a short reason a
+person can act on ("encrypted PDF …", "binary file, not text", "empty file"); no other
+exception escapes for bad input, so one unreadable file never stops an indexing run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from metis_lite.errors import ParseError
+from metis_lite.parsing import docx, html, markdown, pdf, text
+from metis_lite.parsing.common import reason
+from metis_lite.records import Document
+
+KIND_BY_SUFFIX: dict[str, str] = {
+    ".md": "md",
+    ".markdown": "md",
+    ".txt": "txt",
+    ".text": "txt",
+    ".html": "html",
+    ".htm": "html",
+    ".pdf": "pdf",
+    ".docx": "docx",
+}
+"""The kind of a file, by its suffix (compared in lower case)."""
+
+PARSERS: dict[str, Callable[..., Document]] = {
+    "md": markdown.parse,
+    "txt": text.parse,
+    "html": html.parse,
+    "pdf": pdf.parse,
+    "docx": docx.parse,
+}
+
+__all__ = ["KIND_BY_SUFFIX", "PARSERS", "kind_of", "parse"]
+
+
+def kind_of(path: Path) -> str | None:
+    """The kind a base reads `path` as, or None when a base does not read such files."""
+    return KIND_BY_SUFFIX.get(Path(path).suffix.lower())
+
+
+def parse(path: Path, *, kind: str | None = None, data: bytes | None = None) -> Document:
+    """Parse one file into a Document, by its kind (given, or from its suffix).
+
+    `data` is the file's bytes when the caller has read them already (to hash and parse one
+    read); otherwise the file is read here. The title falls back to the file's stem.
+    """
+    path = Path(path)
+    kind = kind or kind_of(path)
+    parser = PARSERS.get(kind or "")
+    if parser is None:
+        raise ParseError(f"not a kind a base reads ({path.suffix or 'no suffix'})")
+    if data is None:
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise ParseError(f"cannot read the file ({exc.strerror or reason(exc)})") from exc
+    try:
+        return parser(data, name=path.stem)
+    except ParseError:
+        raise
+    except RecursionError as exc:
+        raise ParseError(f"unreadable {kind}: nested too deeply") from exc
+    except MemoryError as exc:
+        raise ParseError(f"unreadable {kind}: too large to read in memory") from exc
+    except Exception as exc:  # a parser library failing on bad input: still just a bad file
+        raise ParseError(f"unreadable {kind} ({type(exc).__name__}: {reason(exc)})") from exc

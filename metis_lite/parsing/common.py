@@ -1,0 +1,111 @@
+"""Helpers shared by the per-kind parsers: text decoding, line-exact sections, failure reasons.
+
+Text and Markdown sections keep their raw lines so that a chunk's line can be computed from an
+offset alone: the line of the character at offset `i` of `Section.text` is
+`start_line + text.count("\\n", 0, i)`. Lines are split the way Python's universal newlines split
+them (`\\r\\n`, `\\r` and `\\n` each end a line), and nothing else ends one.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+from collections.abc import Sequence
+
+from metis_lite.errors import ParseError
+from metis_lite.records import Document, Section
+
+BINARY_CONTROL_SHARE = 0.10
+"""Text in which more than this share of characters are control characters is binary data."""
+
+REASON_CHARS = 120
+"""A failure reason quotes at most this much of a library's own message."""
+
+_FALLBACK_ERRORS = "metis-cp1252-fallback"
+
+# Control characters that do not occur in text: everything below space except tab, line feed,
+# form feed, carriage return and escape (ANSI colours in logs), plus DEL and the C1 range.
+_CONTROL = re.compile("[\x00-\x08\x0b\x0e-\x1a\x1c-\x1f\x7f-\x9f]")
+_NEWLINES = re.compile(r"\r\n?")
+
+
+def _cp1252_fallback(exc: UnicodeError) -> tuple[str, int]:
+    """Decode the bytes UTF-8 rejected as Windows-1252, or Latin-1 where 1252 leaves a gap."""
+    if not isinstance(exc, UnicodeDecodeError):
+        raise exc
+    chunk = exc.object[exc.start : exc.end]
+    chars = []
+    for byte in chunk:
+        try:
+            chars.append(bytes([byte]).decode("cp1252"))
+        except UnicodeDecodeError:
+            chars.append(bytes([byte]).decode("latin-1"))
+    return "".join(chars), exc.end
+
+
+codecs.register_error(_FALLBACK_ERRORS, _cp1252_fallback)
+
+
+def decode_text(data: bytes) -> str:
+    """Decode a plain-text file: UTF-8 (BOM stripped), else Windows-1252, else Latin-1.
+
+    Each byte sequence that is not UTF-8 is read as Windows-1252 on its own, so a Windows-1252
+    file reads as Windows-1252 (`Relatório` stays one word) and a UTF-8 file with one stray byte
+    keeps the rest of its accents. A UTF-16 file with a byte-order mark is read as UTF-16.
+    Line ends come back as `\\n`. Raises ParseError for empty and binary files.
+    """
+    if not data.strip():
+        raise ParseError("empty file")
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        try:
+            text = data.decode("utf-16")
+        except UnicodeDecodeError as exc:
+            raise ParseError("not valid UTF-16 text") from exc
+    elif b"\x00" in data:
+        raise ParseError("binary file, not text")
+    else:
+        text = data.removeprefix(codecs.BOM_UTF8).decode("utf-8", errors=_FALLBACK_ERRORS)
+    if not text.strip():
+        raise ParseError("empty file")
+    if len(_CONTROL.findall(text)) > BINARY_CONTROL_SHARE * len(text):
+        raise ParseError("binary file, not text")
+    return _NEWLINES.sub("\n", text)
+
+
+def line_section(
+    lines: Sequence[str], start: int, end: int, headings: tuple[str, ...]
+) -> Section | None:
+    """The section made of `lines[start:end]` (0-based), or None when they are all blank.
+
+    Leading and trailing blank lines are left out; the lines kept are the source's own, with
+    trailing whitespace removed (which changes no line number), joined by `\\n`.
+    """
+    while start < end and not lines[start].strip():
+        start += 1
+    while end > start and not lines[end - 1].strip():
+        end -= 1
+    if start == end:
+        return None
+    text = "\n".join(line.rstrip() for line in lines[start:end])
+    return Section(text=text, headings=headings, start_line=start + 1)
+
+
+def collapse(text: str) -> str:
+    """Collapse every run of whitespace (non-breaking spaces too) to one space, and trim."""
+    return " ".join(text.split())
+
+
+def document(title: str, kind: str, sections: Sequence[Section]) -> Document:
+    """The Document, refusing one with no text at all (nothing of it could be searched)."""
+    if not sections:
+        raise ParseError("no text")
+    return Document(title=title, kind=kind, sections=tuple(sections))
+
+
+def reason(exc: BaseException) -> str:
+    """A short human reason from a library's exception: its first line, or its type's name."""
+    text = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
+    message = text.strip().splitlines()[0] if text.strip() else ""
+    if len(message) > REASON_CHARS:
+        message = message[: REASON_CHARS - 1] + "…"
+    return message or type(exc).__name__
