@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -351,6 +352,8 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # pypdf logs each repair of a damaged PDF; the index report already names skipped files.
+    logging.getLogger("pypdf").setLevel(logging.ERROR)
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
