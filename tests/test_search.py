@@ -24,11 +24,13 @@ SAME_MODEL_AT = "all-MiniLM-L6-v2"  # the label of the embedded model's vectors
 
 
 def test_by_meaning_finds_what_words_miss(example_base):
-    answer = example_base.search("how many holidays do I get")
-    top = answer.results[0]
-    assert "25 days of paid vacation" in top.text
-    assert top.citation.document == "policies/leave.md"
-    assert top.scores.dense_rank == 1
+    answer = example_base.search("how many holidays do I get", top_k=3)
+    vacation = [r for r in answer.results if "25 days of paid vacation" in r.text]
+    assert vacation, [r.text[:60] for r in answer.results]
+    assert vacation[0].citation.document == "policies/leave.md"
+    assert vacation[0].citation.headings == ("Handbook", "Leave policy", "Vacation")
+    # It shares no word with the question but "how"/"do"/"get"-like ones: meaning finds it first.
+    assert vacation[0].scores.dense_rank == 1
     assert answer.mode == "hybrid" and not answer.reranked and not answer.warnings
 
 
