@@ -88,3 +88,37 @@ CREATE TABLE IF NOT EXISTS search_counts (
   day      TEXT PRIMARY KEY,       -- YYYY-MM-DD, UTC
   searches INTEGER NOT NULL
 );
+
+-- Evaluation sets a user saved on purpose (`metis-lite eval save`): their own test questions
+-- and what should answer them, never results, and never what users searched for.
+CREATE TABLE IF NOT EXISTS eval_sets (
+  id       INTEGER PRIMARY KEY,
+  name     TEXT NOT NULL UNIQUE,
+  items    TEXT NOT NULL,          -- JSON lines: {"question": …, "expected": [{"document": …, "page"?, "line"?, "grade"?}]}
+  origin   TEXT NOT NULL,          -- the file or BEIR folder it was read from
+  saved_at TEXT NOT NULL
+);
+
+-- Each `metis-lite eval run` of a saved set: its metrics per mode and the base's spec then.
+CREATE TABLE IF NOT EXISTS eval_runs (
+  id      INTEGER PRIMARY KEY,
+  set_id  INTEGER NOT NULL REFERENCES eval_sets(id) ON DELETE CASCADE,
+  ran_at  TEXT NOT NULL,
+  spec    TEXT NOT NULL,           -- JSON: {"embedding": model, "chunk_size": …, "reranker": …}
+  metrics TEXT NOT NULL            -- JSON: {"hybrid": {"ndcg@10": …, "recall@10": …, …}, …}
+);
+
+-- Facts of a base's notes source (metis-<base>); in a memory, a newer fact replaces an older
+-- one with the same key, or the ones it names. Nothing is deleted: a replaced fact stays,
+-- marked with what replaced it and when. Each fact is a document (kind 'note') of one chunk.
+CREATE TABLE IF NOT EXISTS facts (
+  id          INTEGER PRIMARY KEY,
+  document_id INTEGER NOT NULL UNIQUE REFERENCES documents(id),
+  text        TEXT NOT NULL,
+  stated_at   TEXT NOT NULL,       -- ISO 8601, UTC
+  subject     TEXT,
+  key         TEXT,                -- e.g. ana/role: a newer fact with this key replaces the older
+  replaced_by INTEGER REFERENCES facts(id),
+  replaced_at TEXT
+);
+CREATE INDEX IF NOT EXISTS facts_by_key ON facts(key, stated_at);

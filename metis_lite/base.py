@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from metis_lite import ingest
+from metis_lite import ingest, memory
 from metis_lite.chunking import check_chunk_size
 from metis_lite.dense import VectorIndex
 from metis_lite.errors import InvalidRequest
@@ -296,6 +296,37 @@ class Base:
             writer.set_spec({"dimension": dimension})
         return written, warnings
 
+    # -- facts ------------------------------------------------------------------------------
+
+    def remember(
+        self,
+        text: str,
+        *,
+        stated_at: str | None = None,
+        subject: str | None = None,
+        key: str | None = None,
+        replaces: Sequence[int] = (),
+    ) -> memory.Fact:
+        """Add a fact (a note of the source metis-<base>) and embed it when the model answers;
+        a newer fact with the same key, or one naming it in `replaces`, replaces another."""
+        with Store(self.path) as writer:
+            fact = memory.add_fact(
+                writer,
+                base_name=self.name,
+                text=text,
+                stated_at=stated_at,
+                subject=subject,
+                key=key,
+                replaces=replaces,
+            )
+            self._embed_missing(writer, None)  # a model that is down leaves it waiting
+        return fact
+
+    def facts(
+        self, *, offset: int = 0, limit: int = 50, holding: bool | None = None
+    ) -> tuple[list[memory.Fact], int]:
+        return memory.list_facts(self.store, offset=offset, limit=limit, holding=holding)
+
     # -- search -----------------------------------------------------------------------------
 
     def search(
@@ -316,7 +347,8 @@ class Base:
             reranker=self.reranker,
             query_prefix=self.prefixes()[0],
             base=self.name,
-            memory_order=None,
+            memory_order=memory.holding_first if self.spec["kind"] == "memory" else None,
+            annotate=memory.annotate,
         )
         answer = search(
             context, question, mode=mode, top_k=top_k, rerank=rerank, filters=filters or Filters()

@@ -211,6 +211,49 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_remember(args: argparse.Namespace) -> int:
+    from metis_lite.base import Base
+    from metis_lite.memory import fact_json
+
+    with Base.open(args.base) as base:
+        fact = base.remember(
+            args.fact,
+            stated_at=args.at,
+            subject=args.subject,
+            key=args.key,
+            replaces=tuple(args.replaces or ()),
+        )
+    if args.json:
+        _print_json(fact_json(fact))
+    else:
+        state = "holds" if fact.holds else f"already replaced by fact {fact.replaced_by}"
+        print(f"fact {fact.id} stated {fact.stated_at}: {state}")
+    return 0
+
+
+def cmd_facts(args: argparse.Namespace) -> int:
+    from metis_lite.base import Base
+    from metis_lite.memory import fact_json
+
+    with Base.open(args.base) as base:
+        facts, total = base.facts(offset=args.offset, limit=args.limit)
+    if args.json:
+        _print_json(
+            {
+                "facts": [fact_json(f) for f in facts],
+                "total": total,
+                "offset": args.offset,
+                "limit": args.limit,
+            }
+        )
+        return 0
+    for fact in facts:
+        state = "holds" if fact.holds else f"replaced by {fact.replaced_by} on {fact.replaced_at}"
+        print(f"{fact.id:>5}  {fact.stated_at}  {fact.key or '-':<16} {state}\n       {fact.text}")
+    print(f"{len(facts)} of {total} facts", file=sys.stderr)
+    return 0
+
+
 def cmd_shell(args: argparse.Namespace) -> int:
     import apsw.shell
 
@@ -312,6 +355,37 @@ def build_parser() -> argparse.ArgumentParser:
     )
     status.add_argument("base")
     status.add_argument("--json", action="store_true")
+
+    remember = command(
+        "remember",
+        cmd_remember,
+        "add a fact to a base's notes (metis-BASE)",
+        'metis-lite remember team.db "Ana works on the billing service" --key ana/work',
+    )
+    remember.add_argument("base")
+    remember.add_argument("fact", help="the fact's text")
+    remember.add_argument("--at", help="when it was stated (ISO 8601; default now)")
+    remember.add_argument("--subject", help="who or what it is about (its title)")
+    remember.add_argument("--key", help="a newer fact with the same key replaces this one")
+    remember.add_argument(
+        "--replaces",
+        type=int,
+        action="append",
+        metavar="ID",
+        help="a fact this one replaces (repeatable)",
+    )
+    remember.add_argument("--json", action="store_true")
+
+    facts = command(
+        "facts",
+        cmd_facts,
+        "list a base's facts, newest first, with what replaced each",
+        "metis-lite facts team.db --limit 20",
+    )
+    facts.add_argument("base")
+    facts.add_argument("--offset", type=int, default=0)
+    facts.add_argument("--limit", type=int, default=50)
+    facts.add_argument("--json", action="store_true")
 
     shell = command(
         "shell",

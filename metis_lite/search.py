@@ -55,6 +55,9 @@ from metis_lite.tokenizer import tokens
 MemoryOrder = Callable[[Store, list[Hit]], list[Hit]]
 """Step 6's seam: reorders a memory's results (facts that hold first); identity elsewhere."""
 
+Annotate = Callable[[Store, Sequence[int]], dict[int, dict[str, object]]]
+"""What a result adds beside its citation, by chunk id (a fact's date and state)."""
+
 
 @dataclass(frozen=True)
 class SearchContext:
@@ -66,6 +69,7 @@ class SearchContext:
     reranker: Callable[[], Reranker | None]
     query_prefix: str = ""
     memory_order: MemoryOrder | None = None
+    annotate: Annotate | None = None
     base: str | None = None
 
 
@@ -259,6 +263,7 @@ def _cite(
     words = {h.chunk_id: h for h in keyword_hits}
     fused_by_id = {h.chunk_id: h for h in fused}
     terms = list(dict.fromkeys(tokens(question)))
+    extras = ctx.annotate(ctx.store, [hit.chunk_id for hit in hits]) if ctx.annotate else {}
     results = []
     for hit in hits:
         row = rows.get(hit.chunk_id)
@@ -284,5 +289,15 @@ def _cite(
             line=row.line,
         )
         score = scores.rerank if scores.rerank is not None else f.score
-        results.append(Result(hit.chunk_id, score, row.text, citation, scores, base=ctx.base))
+        results.append(
+            Result(
+                hit.chunk_id,
+                score,
+                row.text,
+                citation,
+                scores,
+                base=ctx.base,
+                extra=extras.get(hit.chunk_id, {}),
+            )
+        )
     return results

@@ -10,6 +10,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -29,6 +30,8 @@ BUSY_TIMEOUT_MS = 5_000
 """How long a statement waits for another connection's write to end before failing."""
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
+
+_SCHEMA_OBJECT = re.compile(r"CREATE (?:VIRTUAL TABLE|TABLE|INDEX|TRIGGER) IF NOT EXISTS (\w+)")
 
 
 def schema_sql() -> str:
@@ -131,6 +134,12 @@ class Store:
                     f"{self.path} has schema version {version}; this metis-lite reads up to "
                     f"{SCHEMA_VERSION}: upgrade metis-lite to open it"
                 )
+            if self._missing_objects():
+                try:  # tables added since the base was made (every statement is IF NOT EXISTS)
+                    with self.db:
+                        self.db.execute(schema_sql())
+                except (apsw.ReadOnlyError, apsw.BusyError):
+                    pass
             return
         other = self.db.execute("SELECT count(*) FROM sqlite_schema").fetchone()[0]
         if other or not create:
@@ -144,6 +153,11 @@ class Store:
                 )
         except apsw.ReadOnlyError as exc:
             raise BaseReadOnly(f"{self.path} is read-only: {exc}") from exc
+
+    def _missing_objects(self) -> set[str]:
+        wanted = set(_SCHEMA_OBJECT.findall(schema_sql()))
+        present = {row[0] for row in self.db.execute("SELECT name FROM sqlite_schema")}
+        return wanted - present
 
     # -- spec -------------------------------------------------------------------------------
 

@@ -1,0 +1,209 @@
+"""Memories: facts that still hold come before facts a newer one replaced (spec, "Memories").
+
+A fact is a note of the base's own source `metis-<base>`: a document of kind `note` holding one
+chunk, embedded and indexed by words like any other, plus a row of `facts` saying when it was
+stated, its optional subject and key, and what replaced it. A newer fact with the same key
+replaces the one that held; a fact may also name the facts it replaces. Nothing is deleted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from metis_lite.errors import InvalidRequest
+from metis_lite.records import Chunk, Hit
+from metis_lite.store import Store
+
+NOTE_KIND = "note"
+FACT_TEXT_MAX = 10_000
+"""A fact longer than this is refused: a fact is a sentence or two, not a document."""
+
+
+@dataclass(frozen=True)
+class Fact:
+    id: int
+    text: str
+    stated_at: str
+    subject: str | None
+    key: str | None
+    replaced_by: int | None
+    replaced_at: str | None
+
+    @property
+    def holds(self) -> bool:
+        return self.replaced_by is None
+
+
+def notes_source(base_name: str) -> str:
+    return f"metis-{base_name}"
+
+
+def parse_time(value: str | None) -> str:
+    """An ISO 8601 time as UTC 'YYYY-MM-DDTHH:MM:SSZ' (now when None); InvalidRequest if bad."""
+    if value is None:
+        return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except (TypeError, ValueError):
+        raise InvalidRequest(f"stated_at must be an ISO 8601 date or time, not {value!r}") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+_FACT_COLUMNS = "id, text, stated_at, subject, key, replaced_by, replaced_at"
+
+
+def _fact(row: Sequence[object]) -> Fact:
+    return Fact(*row)  # type: ignore[arg-type]
+
+
+def add_fact(
+    store: Store,
+    *,
+    base_name: str,
+    text: str,
+    stated_at: str | None = None,
+    subject: str | None = None,
+    key: str | None = None,
+    replaces: Sequence[int] = (),
+) -> Fact:
+    """Add a fact in one transaction (its note, chunk, words and replacements), or nothing."""
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidRequest("a fact needs some text")
+    if len(text) > FACT_TEXT_MAX:
+        raise InvalidRequest(f"a fact holds at most {FACT_TEXT_MAX:,} characters")
+    for name, value in (("subject", subject), ("key", key)):
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise InvalidRequest(f"{name} must be non-empty text when given")
+    if isinstance(replaces, str | bytes) or not all(
+        isinstance(i, int) and not isinstance(i, bool) for i in replaces
+    ):
+        raise InvalidRequest("replaces must be a list of fact ids")
+    text = text.strip()
+    when = parse_time(stated_at)
+    source_id = store.add_source(notes_source(base_name), None)
+    with store.db:
+        for fact_id in replaces:
+            if store.db.execute("SELECT 1 FROM facts WHERE id = ?", (fact_id,)).fetchone() is None:
+                raise InvalidRequest(f"fact {fact_id} does not exist in this base")
+        holder = None
+        if key is not None:
+            holder = store.db.execute(
+                f"SELECT {_FACT_COLUMNS} FROM facts WHERE key = ? AND replaced_by IS NULL",
+                (key,),
+            ).fetchone()
+        new_id = int(store.db.execute("SELECT coalesce(max(id), 0) + 1 FROM facts").fetchone()[0])
+        born_replaced_by = None
+        if holder is not None and holder[2] > when:
+            born_replaced_by = holder[0]  # an import of an older fact: the newer one still holds
+            if holder[0] in replaces:
+                raise InvalidRequest(
+                    f"fact {holder[0]} is newer with the same key, so it replaces this one; "
+                    "this one cannot replace it too (a cycle)"
+                )
+        title = subject or "Fact"
+        store.replace_document(
+            source_id=source_id,
+            path=f"facts/{new_id}",
+            kind=NOTE_KIND,
+            title=title,
+            content_hash=hashlib.sha256(text.encode()).hexdigest(),
+            size=len(text.encode()),
+            mtime=None,
+            chunks=[Chunk(text=text, title=title, headings=())],
+        )
+        document_id = store.db.execute(
+            "SELECT id FROM documents WHERE source_id = ? AND path = ?",
+            (source_id, f"facts/{new_id}"),
+        ).fetchone()[0]
+        store.db.execute(
+            "INSERT INTO facts (id, document_id, text, stated_at, subject, key, replaced_by, replaced_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                new_id,
+                document_id,
+                text,
+                when,
+                subject,
+                key,
+                born_replaced_by,
+                when if born_replaced_by else None,
+            ),
+        )
+        replaced = set(replaces)
+        if holder is not None and born_replaced_by is None:
+            replaced.add(holder[0])
+        for fact_id in sorted(replaced):
+            store.db.execute(
+                "UPDATE facts SET replaced_by = ?, replaced_at = ? WHERE id = ?",
+                (new_id, when, fact_id),
+            )
+    return get_fact(store, new_id)
+
+
+def get_fact(store: Store, fact_id: int) -> Fact:
+    row = store.db.execute(f"SELECT {_FACT_COLUMNS} FROM facts WHERE id = ?", (fact_id,)).fetchone()
+    if row is None:
+        raise InvalidRequest(f"fact {fact_id} does not exist in this base")
+    return _fact(row)
+
+
+def list_facts(
+    store: Store, *, offset: int = 0, limit: int = 50, holding: bool | None = None
+) -> tuple[list[Fact], int]:
+    """A page of facts, newest stated first, and how many there are in all."""
+    for name, value, low, high in (("offset", offset, 0, 10**9), ("limit", limit, 1, 1000)):
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise InvalidRequest(f"{name} must be a whole number from {low} to {high}")
+    where = {None: "1", True: "replaced_by IS NULL", False: "replaced_by IS NOT NULL"}[holding]
+    rows = store.db.execute(
+        f"SELECT {_FACT_COLUMNS} FROM facts WHERE {where} ORDER BY stated_at DESC, id DESC"
+        " LIMIT ? OFFSET ?",
+        (limit, offset),
+    )
+    total = store.db.execute(f"SELECT count(*) FROM facts WHERE {where}").fetchone()[0]
+    return [_fact(r) for r in rows], int(total)
+
+
+def facts_of_chunks(store: Store, chunk_ids: Sequence[int]) -> dict[int, Fact]:
+    """The fact behind each chunk that is one (chunks of ordinary documents are absent)."""
+    if not chunk_ids:
+        return {}
+    marks = ",".join("?" * len(chunk_ids))
+    rows = store.db.execute(
+        f"SELECT c.id, {', '.join('f.' + c for c in _FACT_COLUMNS.split(', '))} FROM chunks c"
+        f" JOIN facts f ON f.document_id = c.document_id WHERE c.id IN ({marks})",
+        tuple(chunk_ids),
+    )
+    return {row[0]: _fact(row[1:]) for row in rows}
+
+
+def holding_first(store: Store, hits: list[Hit]) -> list[Hit]:
+    """Step 6: facts that still hold before replaced ones, each group in its order."""
+    facts = facts_of_chunks(store, [h.chunk_id for h in hits])
+    replaced = {c for c, fact in facts.items() if not fact.holds}
+    return [h for h in hits if h.chunk_id not in replaced] + [
+        h for h in hits if h.chunk_id in replaced
+    ]
+
+
+def annotate(store: Store, chunk_ids: Sequence[int]) -> dict[int, dict[str, object]]:
+    """What a fact's result adds to its citation: its date, whether it holds, what replaced it."""
+    return {c: {"fact": fact_json(f)} for c, f in facts_of_chunks(store, chunk_ids).items()}
+
+
+def fact_json(fact: Fact) -> dict[str, object]:
+    return {
+        "id": fact.id,
+        "text": fact.text,
+        "stated_at": fact.stated_at,
+        "subject": fact.subject,
+        "key": fact.key,
+        "holds": fact.holds,
+        "replaced_by": fact.replaced_by,
+        "replaced_at": fact.replaced_at,
+    }
