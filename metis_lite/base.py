@@ -377,11 +377,15 @@ class Base:
         spec = self.spec
         counts = self.store.counts()
         reranker = registry.model_label(spec["reranker"]) if spec["reranker"] else None
+        indexing = IndexerLock(self.path).held_elsewhere()
+        last = self.store.last_run()
+        if last is not None and last["state"] == "running" and not indexing:
+            last = {**last, "state": "interrupted"}  # its indexer died; the next run finishes the work
         return BaseStatus(
             name=self.name,
             path=str(self.path),
             kind=spec["kind"],
-            state="Indexing" if IndexerLock(self.path).held_elsewhere() else "Waiting",
+            state="Indexing" if indexing else "Waiting",
             sources=tuple(SourceInfo(n, p) for _, n, p in self.store.sources()),
             documents=counts["documents"],
             chunks=counts["chunks"],
@@ -391,6 +395,6 @@ class Base:
             embedding=self.model_label,
             reranker=reranker,
             chunk_size=spec["chunk_size"],
-            last_indexing=self.store.last_run(),
+            last_indexing=last,
             searches_per_day=self.store.search_counts(),
         )
