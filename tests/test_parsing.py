@@ -537,7 +537,12 @@ def test_markdown_sections_are_source_lines_in_order(lines, newline):
             assert lines[section.start_line - 1 + k].rstrip() == line
         covered.update(range(section.start_line - 1, section.start_line - 1 + len(body)))
         assert all(h.strip() == h and h for h in section.headings)
-    left_out = [i for i, line in enumerate(lines) if line.strip() and i not in covered]
+    front = 0  # a front-matter block (--- or +++ on the first line, closed by the same) is no body
+    if lines and lines[0].rstrip() in ("---", "+++"):
+        closers = ("---", "...") if lines[0].rstrip() == "---" else ("+++",)
+        closing = [k for k in range(1, len(lines)) if lines[k].rstrip() in closers]
+        front = closing[0] + 1 if closing else 0
+    left_out = [i for i, line in enumerate(lines) if line.strip() and i not in covered and i >= front]
     for i in left_out:
         if ATX_LIKE.match(lines[i]) or UNDERLINE_LIKE.match(lines[i]):
             continue
