@@ -194,12 +194,12 @@ def cross_encoder(model_folder: Path) -> Any:
 def test_each_embedder_over_the_real_server_equals_the_embedded_model(
     real_server: ServerProcess, embedded: Any
 ) -> None:
-    texts = TEXTS * 25  # 75 texts: several batches for every provider
+    texts = [f"{i}. {text}" for i in range(2) for text in TEXTS]  # 6 texts, 2 batches of 4
     expected = embedded.embed(texts)
     made = [
-        providers.OpenAIEmbedder(real_server.url + "/v1", model=embedded.name),
-        providers.TEIEmbedder(real_server.url),
-        providers.OllamaEmbedder(real_server.url, model=embedded.name),
+        providers.OpenAIEmbedder(real_server.url + "/v1", model=embedded.name, batch_size=4),
+        providers.TEIEmbedder(real_server.url, batch_size=4),
+        providers.OllamaEmbedder(real_server.url, model=embedded.name, batch_size=4),
     ]
     for provider in made:
         with provider:
@@ -225,7 +225,7 @@ def test_a_hub_id_names_the_served_model_and_another_model_is_refused(
 def test_each_reranker_over_the_real_server_equals_the_cross_encoder(
     real_server: ServerProcess, cross_encoder: Any
 ) -> None:
-    passages = [f"passage {i}: " + TEXTS[i % 3] for i in range(40)]
+    passages = [f"passage {i}: " + TEXTS[i % 3] for i in range(40)]  # 2 TEI batches
     logits = cross_encoder.score(TEXTS[0], passages)
     expected = [1 / (1 + math.exp(-value)) for value in logits]
     for provider in (
@@ -673,24 +673,40 @@ def bad_server() -> Iterator[str]:
     server.server_close()
 
 
-EMBEDDERS: dict[str, Callable[[str], Any]] = {
-    "openai": lambda url: providers.OpenAIEmbedder(
-        url + "/v1", model="m", timeout_s=1, dimension=DIM
+EMBEDDERS: dict[str, Callable[..., Any]] = {
+    "openai": lambda url, client: providers.OpenAIEmbedder(
+        url + "/v1", model="m", timeout_s=1, dimension=DIM, client=client
     ),
-    "tei": lambda url: providers.TEIEmbedder(url, timeout_s=1, dimension=DIM),
-    "ollama": lambda url: providers.OllamaEmbedder(url, model="m", timeout_s=1, dimension=DIM),
+    "tei": lambda url, client: providers.TEIEmbedder(
+        url, timeout_s=1, dimension=DIM, client=client
+    ),
+    "ollama": lambda url, client: providers.OllamaEmbedder(
+        url, model="m", timeout_s=1, dimension=DIM, client=client
+    ),
 }
-RERANKERS: dict[str, Callable[[str], Any]] = {
-    "tei": lambda url: providers.TEIReranker(url, timeout_s=1),
-    "cohere": lambda url: providers.CohereReranker(url + "/v1", model="m", timeout_s=1),
+RERANKERS: dict[str, Callable[..., Any]] = {
+    "tei": lambda url, client: providers.TEIReranker(url, timeout_s=1, client=client),
+    "cohere": lambda url, client: providers.CohereReranker(
+        url + "/v1", model="m", timeout_s=1, client=client
+    ),
 }
 
 
-def call(kind: str, name: str, url: str) -> tuple[type[Exception], Callable[[], Any], Any]:
+@pytest.fixture(scope="module")
+def client() -> Iterator[httpx.Client]:
+    """One client for the many providers below (making one costs ~0.1 s); each test of a
+    provider's own client is above."""
+    with httpx.Client() as shared:
+        yield shared
+
+
+def call(
+    kind: str, name: str, url: str, client: httpx.Client
+) -> tuple[type[Exception], Callable[[], Any], Any]:
     if kind == "embed":
-        provider = EMBEDDERS[name](url)
+        provider = EMBEDDERS[name](url, client)
         return EmbeddingModelUnavailable, lambda: provider.embed(TEXTS), provider
-    provider = RERANKERS[name](url)
+    provider = RERANKERS[name](url, client)
     return RerankerUnavailable, lambda: provider.score("q", TEXTS), provider
 
 
@@ -698,8 +714,10 @@ ALL = [("embed", n) for n in EMBEDDERS] + [("rerank", n) for n in RERANKERS]
 
 
 @pytest.mark.parametrize(("kind", "name"), ALL)
-def test_a_good_answer_from_the_test_server(bad_server: str, kind: str, name: str) -> None:
-    _, run, provider = call(kind, name, bad_server + "/good")
+def test_a_good_answer_from_the_test_server(
+    bad_server: str, client: httpx.Client, kind: str, name: str
+) -> None:
+    _, run, provider = call(kind, name, bad_server + "/good", client)
     with provider:
         result = run()
     if kind == "embed":
@@ -721,10 +739,10 @@ def test_a_good_answer_from_the_test_server(bad_server: str, kind: str, name: st
     ],
 )
 def test_no_usable_answer_means_unavailable(
-    bad_server: str, kind: str, name: str, fault: str, said: str
+    bad_server: str, client: httpx.Client, kind: str, name: str, fault: str, said: str
 ) -> None:
     url = f"{bad_server}/{fault}"
-    unavailable, run, provider = call(kind, name, url)
+    unavailable, run, provider = call(kind, name, url, client)
     with provider:
         with pytest.raises(unavailable, match=said) as caught:
             run()
@@ -734,11 +752,11 @@ def test_no_usable_answer_means_unavailable(
 @pytest.mark.parametrize(("kind", "name"), [("embed", "tei"), ("rerank", "cohere")])
 @pytest.mark.parametrize("fault", ["stallbody", "trickle"])
 def test_the_deadline_holds_for_the_whole_answer(
-    bad_server: str, kind: str, name: str, fault: str
+    bad_server: str, client: httpx.Client, kind: str, name: str, fault: str
 ) -> None:
     # A trickle of one byte every 50 ms never trips a per-read timeout; it would take
     # a minute to finish. The call must end at its 1 s deadline.
-    unavailable, run, provider = call(kind, name, f"{bad_server}/{fault}")
+    unavailable, run, provider = call(kind, name, f"{bad_server}/{fault}", client)
     started = time.monotonic()
     with provider:
         with pytest.raises(unavailable, match="within 1 s"):
@@ -746,12 +764,12 @@ def test_the_deadline_holds_for_the_whole_answer(
     assert time.monotonic() - started < 10
 
 
-def test_a_refused_connection_is_unavailable() -> None:
+def test_a_refused_connection_is_unavailable(client: httpx.Client) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     for kind, name in ALL:
-        unavailable, run, provider = call(kind, name, f"http://127.0.0.1:{port}")
+        unavailable, run, provider = call(kind, name, f"http://127.0.0.1:{port}", client)
         with provider:
             with pytest.raises(unavailable, match=f"127.0.0.1:{port}.*cannot connect"):
                 run()
@@ -760,7 +778,7 @@ def test_a_refused_connection_is_unavailable() -> None:
 def test_embedders_give_each_batch_its_deadline_rerankers_one_for_all(bad_server: str) -> None:
     url = bad_server + "/slow"  # each answer takes 0.6 s
     with providers.TEIEmbedder(url, timeout_s=1, batch_size=2) as embedder:
-        assert embedder.embed(TEXTS + TEXTS).shape == (6, DIM)  # three calls, each in time
+        assert embedder.embed(TEXTS + TEXTS[:1]).shape == (4, DIM)  # two calls, each in time
     with providers.TEIReranker(url, timeout_s=1, batch_size=2) as reranker:
         with pytest.raises(RerankerUnavailable, match="within 1 s"):
             reranker.score("q", TEXTS)  # two calls: 1.2 s for one score()
@@ -785,10 +803,10 @@ INVALID_EMBEDDINGS = [
 @pytest.mark.parametrize("name", list(EMBEDDERS))
 @pytest.mark.parametrize(("fault", "said"), INVALID_EMBEDDINGS)
 def test_an_unusable_embedding_answer_is_invalid(
-    bad_server: str, name: str, fault: str, said: str
+    bad_server: str, client: httpx.Client, name: str, fault: str, said: str
 ) -> None:
     url = f"{bad_server}/{fault}"
-    with EMBEDDERS[name](url) as provider:
+    with EMBEDDERS[name](url, client) as provider:
         with pytest.raises(ModelAnswerInvalid, match=said) as caught:
             provider.embed(TEXTS)
     assert url in caught.value.message
@@ -798,8 +816,10 @@ def test_an_unusable_embedding_answer_is_invalid(
     ("fault", "said"),
     [("dupindex", "index 0 appears twice"), ("outofrange", "index 3 is out of range")],
 )
-def test_openai_indexes_must_name_each_text_once(bad_server: str, fault: str, said: str) -> None:
-    with EMBEDDERS["openai"](f"{bad_server}/{fault}") as provider:
+def test_openai_indexes_must_name_each_text_once(
+    bad_server: str, client: httpx.Client, fault: str, said: str
+) -> None:
+    with EMBEDDERS["openai"](f"{bad_server}/{fault}", client) as provider:
         with pytest.raises(ModelAnswerInvalid, match=said):
             provider.embed(TEXTS)
 
@@ -821,10 +841,10 @@ def test_openai_indexes_must_name_each_text_once(bad_server: str, fault: str, sa
     ],
 )
 def test_an_unusable_rerank_answer_is_invalid(
-    bad_server: str, name: str, fault: str, said: str
+    bad_server: str, client: httpx.Client, name: str, fault: str, said: str
 ) -> None:
     url = f"{bad_server}/{fault}"
-    with RERANKERS[name](url) as provider:
+    with RERANKERS[name](url, client) as provider:
         with pytest.raises(ModelAnswerInvalid, match=said) as caught:
             provider.score("q", TEXTS)
     assert url in caught.value.message

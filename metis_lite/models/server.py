@@ -28,6 +28,7 @@ import base64
 import json
 import math
 import signal
+import socket
 import sys
 import threading
 import time
@@ -262,13 +263,19 @@ ROUTES: dict[str, Route] = {
 
 
 class ModelServer(ThreadingHTTPServer):
-    """A ThreadingHTTPServer that holds a ModelService; `url` is where it listens."""
+    """A ThreadingHTTPServer that holds a ModelService; `url` is where it listens.
+
+    `service` may be set after binding (main() takes the port before loading the models), but
+    before serving."""
 
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], service: ModelService, *, verbose: bool) -> None:
+    def __init__(
+        self, address: tuple[str, int], service: ModelService | None, *, verbose: bool
+    ) -> None:
         self.service = service
         self.verbose = verbose
+        self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         super().__init__(address, _Handler)
 
     @property
@@ -480,13 +487,20 @@ def serve_models(
     verbose: bool = False,
 ) -> None:
     """Serve until interrupted; prints one line with the url (and the port chosen for port 0)."""
-    server = make_server(embedder, reranker, host=host, port=port, verbose=verbose)
+    _run(make_server(embedder, reranker, host=host, port=port, verbose=verbose))
+
+
+def _run(server: ModelServer) -> None:
+    host = server.server_address[0]
     if host not in LOOPBACK:
         print(
             f"warning: serving on {host}, not loopback: whoever reaches it can use the models",
             file=sys.stderr,
         )
-    served = embedder.name + (f" and reranker {reranker.name}" if reranker is not None else "")
+    service = server.service
+    served = service.embedder.name
+    if service.reranker is not None:
+        served += f" and reranker {service.reranker.name}"
     print(f"metis-lite models: serving {served} on {server.url}", flush=True)
     try:
         server.serve_forever()
@@ -497,7 +511,9 @@ def serve_models(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m metis_lite.models.server --embedding-path DIR --reranker-path DIR --port N`."""
+    """`python -m metis_lite.models.server --embedding-path DIR --reranker-path DIR --port N`.
+
+    The port is taken before the models load, so a busy port is said at once."""
     parser = argparse.ArgumentParser(
         prog="python -m metis_lite.models.server",
         description="Serve the embedded model (and a cross-encoder) over the TEI, OpenAI, "
@@ -516,6 +532,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     from metis_lite.models import registry
 
     try:
+        server = ModelServer((args.host, args.port), None, verbose=args.verbose)
+    except OSError as exc:
+        print(
+            f"error: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}",
+            file=sys.stderr,
+        )
+        return 1
+    try:
         embedder = registry.embedder_from_spec(
             {"provider": "embedded", "path": args.embedding_path}
         )
@@ -524,21 +548,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.reranker_path
             else None
         )
-    except MetisError as exc:
-        print(f"error: {exc.code}: {exc.message}", file=sys.stderr)
+    except (MetisError, OSError) as exc:
+        server.server_close()
+        said = f"{exc.code}: {exc.message}" if isinstance(exc, MetisError) else str(exc)
+        print(f"error: cannot load the model: {said}", file=sys.stderr)
         return 1
-    except OSError as exc:
-        print(f"error: cannot read the model: {exc}", file=sys.stderr)
-        return 1
+    server.service = ModelService(embedder, reranker)
     signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        serve_models(embedder, reranker, host=args.host, port=args.port, verbose=args.verbose)
-    except OSError as exc:
-        print(
-            f"error: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}",
-            file=sys.stderr,
-        )
-        return 1
+    _run(server)
     return 0
 
 
