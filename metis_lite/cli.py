@@ -387,6 +387,11 @@ def build_parser() -> argparse.ArgumentParser:
     facts.add_argument("--limit", type=int, default=50)
     facts.add_argument("--json", action="store_true")
 
+    from metis_lite import eval as evaluation
+
+    evaluate = command("eval", evaluation.run_from_args, evaluation.HELP, evaluation.EXAMPLE)
+    evaluation.add_arguments(evaluate)
+
     shell = command(
         "shell",
         cmd_shell,
