@@ -1,0 +1,733 @@
+"""The index service: real server processes on 127.0.0.1 with real bases.
+
+Two processes serve this module: `tokens_server` (tokens from METIS_TOKENS, a base made with the
+embedded model and a base searched by words only) and `open_server` (no tokens, loopback, a
+2,000-file folder not indexed yet, a short request deadline). Mechanics that need to reach
+inside (a full queue, an unexpected error, the console's files, polling) run on an in-process
+server made by `make_server` on port 0.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+from conftest import EXAMPLES, ROOT, words_only_base
+
+from metis_lite.access import TOKENS_ENV
+from metis_lite.api import make_server
+from metis_lite.base import Base
+from metis_lite.errors import InvalidRequest
+from metis_lite.serialize import answer_to_json
+
+TOKEN_ALL = "all-bases-token-0123456789abcdef"
+TOKEN_HANDBOOK = "handbook-only-token-0123456789ab"
+TOKEN_WORDS = "words-only-token-0123456789abcde"
+TOKENS = {
+    "tokens": [
+        {"token": TOKEN_ALL, "bases": ["*"]},
+        {"token": TOKEN_HANDBOOK, "bases": ["handbook"]},
+        {"token": TOKEN_WORDS, "bases": ["words"]},
+    ]
+}
+SECRET = "zanzibar quokkas 4711 marmalade"
+"""A question whose words appear in no document: it must never reach a file or a log."""
+
+BIG_FILES = 2_000
+STARTUP_S = 60
+
+
+def auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+@dataclass
+class Server:
+    process: subprocess.Popen[bytes]
+    url: str
+    port: int
+    stdout: Path
+    stderr: Path
+
+    def output(self) -> str:
+        return self.stdout.read_text("utf-8", "replace") + self.stderr.read_text("utf-8", "replace")
+
+
+def start_server(folder: Path, *args: str, env: dict[str, str] | None = None) -> Server:
+    out, err = folder / "stdout.txt", folder / "stderr.txt"
+    with out.open("wb") as stdout, err.open("wb") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "metis_lite.api", *args, "--port", "0"],
+            stdout=stdout,
+            stderr=stderr,
+            cwd=ROOT,
+            env={**os.environ, **(env or {})},
+        )
+    deadline = time.monotonic() + STARTUP_S
+    while time.monotonic() < deadline:
+        first = out.read_text("utf-8").partition("\n")
+        if first[1]:
+            url = first[0].removeprefix("serving ")
+            return Server(process, url, int(url.rsplit(":", 1)[1]), out, err)
+        if process.poll() is not None:
+            raise AssertionError(f"the server exited: {err.read_text()}")
+        time.sleep(0.05)
+    process.kill()
+    raise AssertionError("the server did not start")
+
+
+def stop_server(server: Server) -> None:
+    server.process.terminate()
+    try:
+        server.process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        server.process.kill()
+        server.process.wait()
+
+
+def raw_request(port: int, data: bytes, *, timeout: float = 10.0) -> bytes:
+    """Send bytes as they are and read the whole answer (the server closes after one)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        sock.sendall(data)
+        return read_all(sock)
+
+
+def read_all(sock: socket.socket) -> bytes:
+    chunks = []
+    while True:
+        try:
+            data = sock.recv(65536)
+        except ConnectionResetError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    return b"".join(chunks)
+
+
+def status_of(answer: bytes) -> int:
+    return int(answer.split(b" ", 2)[1])
+
+
+def body_of(answer: bytes) -> dict:
+    return json.loads(answer.partition(b"\r\n\r\n")[2])
+
+
+def error_code(response: httpx.Response) -> str:
+    assert response.headers["content-type"] == "application/json; charset=utf-8"
+    return response.json()["error"]["code"]
+
+
+# -- fixtures -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tokens_server(tmp_path_factory, example_base_file):
+    folder = tmp_path_factory.mktemp("tokens-server")
+    handbook = folder / "handbook.db"
+    shutil.copy(example_base_file, handbook)
+    with words_only_base(folder / "other.db", EXAMPLES) as words:
+        words.index()
+    server = start_server(
+        folder,
+        str(handbook),
+        f"words={folder / 'other.db'}",
+        "--poll",
+        "0",
+        env={TOKENS_ENV: json.dumps(TOKENS)},
+    )
+    server.folder = folder  # type: ignore[attr-defined]
+    yield server
+    stop_server(server)
+
+
+@pytest.fixture(scope="module")
+def open_server(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("open-server")
+    big = folder / "big-folder"
+    big.mkdir()
+    for n in range(BIG_FILES):
+        (big / f"note-{n:04d}.txt").write_text(
+            f"Note {n}\n\nThe quarterly report number {n} mentions widget {n % 97} "
+            f"and the gadget line {n % 13}.\n",
+            encoding="utf-8",
+        )
+    with words_only_base(folder / "big.db", big):
+        pass  # a base with its source, not indexed yet
+    with words_only_base(folder / "live.db", EXAMPLES) as live:
+        live.index()
+    server = start_server(
+        folder,
+        str(folder / "big.db"),
+        str(folder / "live.db"),
+        "--poll",
+        "0",
+        "--request-timeout",
+        "2",
+        "--no-access-log",
+    )
+    yield server
+    stop_server(server)
+
+
+@pytest.fixture
+def small_base(tmp_path) -> Path:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "a.md").write_text("# Alpha\n\nThe alpha passage names Xid 79.\n", "utf-8")
+    (folder / "b.txt").write_text("Beta\n\nThe beta passage is about travel.\n", "utf-8")
+    with words_only_base(tmp_path / "small.db", folder) as base:
+        base.index()
+    return tmp_path / "small.db"
+
+
+@pytest.fixture
+def in_process(small_base, tmp_path):
+    """Start an in-process server over `small_base` with the given options."""
+    made = []
+
+    def start(**options):
+        options.setdefault("poll_s", 0)
+        options.setdefault("access_log", False)
+        server = make_server([str(small_base)], port=0, environ={}, **options)
+        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+        thread.start()
+        made.append((server, thread))
+        return server
+
+    yield start
+    for server, thread in made:
+        server.shutdown()
+        thread.join()
+        server.close()
+
+
+# -- every endpoint -------------------------------------------------------------------------
+
+
+def test_health_needs_no_token(tokens_server):
+    response = httpx.get(f"{tokens_server.url}/v1/health")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok", "version": "0.1.0"}
+    assert response.headers["x-content-type-options"] == "nosniff"
+    assert response.headers["content-type"] == "application/json; charset=utf-8"
+
+
+def test_bases_lists_what_each_token_may_see(tokens_server):
+    every = httpx.get(f"{tokens_server.url}/v1/bases", headers=auth(TOKEN_ALL)).json()["bases"]
+    assert [b["name"] for b in every] == ["handbook", "words"]
+    handbook = every[0]
+    assert handbook["state"] == "Waiting" and handbook["documents"] > 5
+    assert handbook["chunks_without_vector"] == 0 and handbook["embedding"]
+    assert every[1]["chunks_without_vector"] == every[1]["chunks"]
+    for key in ("kind", "sources", "chunks", "reranker", "searches_per_day"):
+        assert key in handbook
+    scoped = httpx.get(f"{tokens_server.url}/v1/bases", headers=auth(TOKEN_HANDBOOK)).json()
+    assert [b["name"] for b in scoped["bases"]] == ["handbook"]
+
+
+def test_search_one_base_is_the_libraries_answer(tokens_server):
+    body = {"question": "Xid 79", "mode": "keyword", "top_k": 3, "rerank": False}
+    response = httpx.post(
+        f"{tokens_server.url}/v1/bases/words/search", json=body, headers=auth(TOKEN_WORDS)
+    )
+    assert response.status_code == 200
+    served = response.json()
+    with Base(tokens_server.folder / "other.db") as base:
+        direct = answer_to_json(base.search("Xid 79", mode="keyword", top_k=3, rerank=False))
+    served.pop("took"), direct.pop("took")
+    assert served == direct
+    assert served["results"][0]["scores"]["keyword_rank"] == 1
+    assert "base" not in served["results"][0]
+
+
+def test_search_by_meaning_and_with_filters(tokens_server):
+    url = f"{tokens_server.url}/v1/bases/handbook/search"
+    meaning = httpx.post(
+        url,
+        json={"question": "how many holidays do I get", "mode": "dense"},
+        headers=auth(TOKEN_ALL),
+    ).json()
+    assert meaning["mode"] == "dense" and meaning["results"][0]["scores"]["dense_rank"] == 1
+    filtered = httpx.post(
+        url,
+        json={
+            "question": "travel",
+            "filters": {"path_prefix": "policies/", "kinds": ["md"], "sources": ["handbook"]},
+        },
+        headers=auth(TOKEN_ALL),
+    ).json()
+    assert filtered["results"]
+    for result in filtered["results"]:
+        assert result["citation"]["document"].startswith("policies/")
+        assert result["citation"]["kind"] == "md"
+
+
+def test_search_several_bases_merges_and_names_each_base(tokens_server):
+    url, token = tokens_server.url, auth(TOKEN_ALL)
+    response = httpx.post(
+        f"{url}/v1/search",
+        json={
+            "question": "Xid 79 GPU",
+            "bases": ["handbook", "words"],
+            "mode": "keyword",
+            "top_k": 6,
+        },
+        headers=token,
+    )
+    assert response.status_code == 200
+    merged = response.json()
+    assert set(merged) == {"mode", "reranked", "warnings", "took", "results"}
+    assert merged["mode"] == "keyword" and merged["reranked"] is False
+    assert set(merged["took"]) == {"embed", "dense", "keyword", "fuse", "rerank", "total"}
+    results = merged["results"]
+    # The two bases hold the same documents: equal fused scores, ties in the order asked.
+    assert [r["base"] for r in results] == ["handbook", "words"] * 3
+    scores = [r["score"] for r in results]
+    assert scores == sorted(scores, reverse=True) and scores[0] == scores[1]
+    assert all(r["score"] == r["scores"]["fused"] for r in results)
+    assert results[0]["text"] == results[1]["text"]
+
+    hybrid = httpx.post(
+        f"{url}/v1/search",
+        json={"question": "Xid 79 GPU", "bases": ["words", "handbook"], "top_k": 4},
+        headers=token,
+    ).json()
+    assert hybrid["mode"] == "hybrid"
+    # found by meaning and by words (handbook) fuses above by words alone (words)
+    assert hybrid["results"][0]["base"] == "handbook"
+    warnings = hybrid["warnings"]
+    assert warnings and {w["base"] for w in warnings} == {"words"}
+    assert all(w["message"].startswith("words: ") for w in warnings)
+
+
+def test_index_starts_now_and_is_refused_while_running(open_server):
+    """POST index starts the 2,000-file folder; a second is 409; searches answer meanwhile."""
+    url = open_server.url
+    started = httpx.post(f"{url}/v1/bases/big/index", json={})
+    assert started.status_code == 202 and started.json() == {"state": "Indexing"}
+    again = httpx.post(f"{url}/v1/bases/big/index", headers={"Content-Type": "application/json"})
+    assert again.status_code == 409 and error_code(again) == "BASE_BUSY"
+
+    answered_while_indexing = 0
+    found = set()
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        before = httpx.get(f"{url}/v1/bases").json()["bases"][0]
+        if before["state"] != "Indexing":
+            break
+        response = httpx.post(
+            f"{url}/v1/bases/big/search", json={"question": "quarterly report widget 5"}
+        )
+        assert response.status_code == 200, response.text
+        found.add(len(response.json()["results"]))
+        after = httpx.get(f"{url}/v1/bases").json()["bases"][0]
+        answered_while_indexing += after["state"] == "Indexing"
+    assert answered_while_indexing >= 1
+    final = httpx.get(f"{url}/v1/bases").json()["bases"][0]
+    assert final["state"] == "Waiting" and final["documents"] == BIG_FILES
+    assert final["last_indexing"]["state"] == "done"
+    assert httpx.post(f"{url}/v1/bases/big/index", json={}).status_code == 202
+
+
+# -- errors ---------------------------------------------------------------------------------
+
+BAD_BODIES = [
+    b"",
+    b"{",
+    b"[]",
+    b'"question"',
+    b"\xff\xfe",
+    b'{"question": "x", "question": "y"}',
+    b'{"question": "x", "top_k": NaN}',
+    b'{"question": "\\ud800"}',
+    b"[" * 5000 + b"]" * 5000,
+    json.dumps({}).encode(),
+    json.dumps({"question": 3}).encode(),
+    json.dumps({"question": None}).encode(),
+    json.dumps({"question": "x", "colour": "red"}).encode(),
+    json.dumps({"question": "x", "mode": "fuzzy"}).encode(),
+    json.dumps({"question": "x", "mode": 1}).encode(),
+    json.dumps({"question": "x", "top_k": 0}).encode(),
+    json.dumps({"question": "x", "top_k": 101}).encode(),
+    json.dumps({"question": "x", "top_k": True}).encode(),
+    json.dumps({"question": "x", "top_k": 2.0}).encode(),
+    json.dumps({"question": "x", "top_k": "3"}).encode(),
+    json.dumps({"question": "x", "rerank": "yes"}).encode(),
+    json.dumps({"question": "x", "rerank": 1}).encode(),
+    json.dumps({"question": "x", "filters": []}).encode(),
+    json.dumps({"question": "x", "filters": None}).encode(),
+    json.dumps({"question": "x", "filters": {"folder": "a/"}}).encode(),
+    json.dumps({"question": "x", "filters": {"path_prefix": 1}}).encode(),
+    json.dumps({"question": "x", "filters": {"path_prefix": None}}).encode(),
+    json.dumps({"question": "x", "filters": {"kinds": "md"}}).encode(),
+    json.dumps({"question": "x", "filters": {"kinds": ["exe"]}}).encode(),
+    json.dumps({"question": "x", "filters": {"sources": [1]}}).encode(),
+    json.dumps({"question": "x", "bases": ["handbook"]}).encode(),
+]
+
+
+@pytest.mark.parametrize("body", BAD_BODIES, ids=range(len(BAD_BODIES)))
+def test_a_bad_search_body_is_400(tokens_server, body):
+    response = httpx.post(
+        f"{tokens_server.url}/v1/bases/words/search",
+        content=body,
+        headers={**auth(TOKEN_ALL), "Content-Type": "application/json"},
+    )
+    assert response.status_code == 400, response.text
+    assert error_code(response) == "INVALID_REQUEST"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"question": "x"},
+        {"question": "x", "bases": []},
+        {"question": "x", "bases": "words"},
+        {"question": "x", "bases": ["words", "words"]},
+        {"question": "x", "bases": [1]},
+    ],
+)
+def test_a_bad_several_bases_body_is_400(tokens_server, body):
+    response = httpx.post(f"{tokens_server.url}/v1/search", json=body, headers=auth(TOKEN_ALL))
+    assert response.status_code == 400 and error_code(response) == "INVALID_REQUEST"
+
+
+def test_not_found_wrong_method_and_media_type(tokens_server):
+    url, token = tokens_server.url, auth(TOKEN_ALL)
+    for response in (
+        httpx.post(f"{url}/v1/bases/nope/search", json={"question": "x"}, headers=token),
+        httpx.post(f"{url}/v1/bases/nope/index", json={}, headers=token),
+        httpx.post(f"{url}/v1/search", json={"question": "x", "bases": ["nope"]}, headers=token),
+    ):
+        assert response.status_code == 404 and error_code(response) == "BASE_NOT_FOUND"
+    missing = httpx.get(f"{url}/v1/nothing", headers=token)
+    assert missing.status_code == 404 and error_code(missing) == "NOT_FOUND"
+    for method, path in (("DELETE", "/v1/bases"), ("GET", "/v1/search"), ("PUT", "/v1/health")):
+        wrong = httpx.request(method, f"{url}{path}", headers=token)
+        assert wrong.status_code == 405 and error_code(wrong) == "METHOD_NOT_ALLOWED"
+        assert wrong.headers["allow"]
+    as_form = httpx.post(f"{url}/v1/bases/words/search", data={"question": "x"}, headers=token)
+    assert as_form.status_code == 415 and error_code(as_form) == "UNSUPPORTED_MEDIA_TYPE"
+    assert (
+        httpx.post(f"{url}/v1/bases/words/index", json={"now": 1}, headers=token).status_code == 400
+    )
+
+
+def test_dense_without_its_model_is_503(tokens_server):
+    for path, extra in (("/v1/bases/words/search", {}), ("/v1/search", {"bases": ["words"]})):
+        response = httpx.post(
+            f"{tokens_server.url}{path}",
+            json={"question": "vacation", "mode": "dense", **extra},
+            headers=auth(TOKEN_ALL),
+        )
+        assert response.status_code == 503
+        assert error_code(response) == "EMBEDDING_MODEL_UNAVAILABLE"
+
+
+def test_size_limits(tokens_server):
+    url, port = tokens_server.url, tokens_server.port
+    too_big = httpx.post(
+        f"{url}/v1/bases/words/search",
+        content=json.dumps({"question": "x" * 70_000}).encode(),
+        headers={**auth(TOKEN_ALL), "Content-Type": "application/json"},
+    )
+    assert too_big.status_code == 413 and error_code(too_big) == "PAYLOAD_TOO_LARGE"
+    long_headers = b"".join(b"X-Filler-%d: %s\r\n" % (n, b"y" * 1000) for n in range(20))
+    answer = raw_request(
+        port, b"GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n" + long_headers + b"\r\n"
+    )
+    assert status_of(answer) == 431 and body_of(answer)["error"]["code"] == "HEADERS_TOO_LARGE"
+    long_line = raw_request(port, b"GET /" + b"a" * 9000 + b" HTTP/1.1\r\n\r\n")
+    assert status_of(long_line) == 414
+    chunked = raw_request(
+        port,
+        b"POST /v1/bases/words/search HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer "
+        + TOKEN_ALL.encode()
+        + b"\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+    )
+    assert status_of(chunked) == 411 and body_of(chunked)["error"]["code"] == "INVALID_REQUEST"
+    garbage = raw_request(port, b"\x16\x03\x01 hello\r\n\r\n")
+    assert status_of(garbage) == 400 and body_of(garbage)["error"]["code"] == "INVALID_REQUEST"
+
+
+# -- tokens ---------------------------------------------------------------------------------
+
+
+def test_no_or_unknown_token_is_401(tokens_server):
+    url = tokens_server.url
+    for headers in (
+        {},
+        auth("not-a-token-0123456789abcdef"),
+        {"Authorization": TOKEN_ALL},
+        {"Authorization": "Basic eDp5"},
+    ):
+        for response in (
+            httpx.get(f"{url}/v1/bases", headers=headers),
+            httpx.post(f"{url}/v1/bases/words/search", json={"question": "x"}, headers=headers),
+            httpx.post(f"{url}/v1/bases/words/index", json={}, headers=headers),
+        ):
+            assert response.status_code == 401 and error_code(response) == "UNAUTHORIZED"
+            assert response.headers["www-authenticate"].startswith("Bearer")
+
+
+def test_a_token_for_one_base_cannot_use_another(tokens_server):
+    url, token = tokens_server.url, auth(TOKEN_WORDS)
+    ok = httpx.post(f"{url}/v1/bases/words/search", json={"question": "travel"}, headers=token)
+    assert ok.status_code == 200
+    refused = [
+        httpx.post(f"{url}/v1/bases/handbook/search", json={"question": "x"}, headers=token),
+        httpx.post(f"{url}/v1/bases/handbook/index", json={}, headers=token),
+        httpx.post(
+            f"{url}/v1/search",
+            json={"question": "x", "bases": ["words", "handbook"]},
+            headers=token,
+        ),
+        # a base it may not use is refused whether or not it exists: names are not revealed
+        httpx.post(f"{url}/v1/bases/secret-base/search", json={"question": "x"}, headers=token),
+    ]
+    for response in refused:
+        assert response.status_code == 403 and error_code(response) == "FORBIDDEN"
+    listed = httpx.get(f"{url}/v1/bases", headers=token).json()["bases"]
+    assert [b["name"] for b in listed] == ["words"]
+
+
+# -- privacy --------------------------------------------------------------------------------
+
+
+def test_the_question_is_never_stored_nor_logged(tokens_server):
+    url, token = tokens_server.url, auth(TOKEN_ALL)
+    asked = 0
+    for path, body in (
+        ("/v1/bases/handbook/search", {"question": SECRET}),
+        ("/v1/bases/handbook/search", {"question": SECRET, "mode": "keyword"}),
+        ("/v1/bases/words/search", {"question": SECRET}),
+        ("/v1/search", {"question": SECRET, "bases": ["handbook", "words"]}),
+    ):
+        assert httpx.post(url + path, json=body, headers=token).status_code == 200
+        asked += 1
+    # refusals that carry the question
+    httpx.post(f"{url}/v1/bases/words/search", json={"question": SECRET, "top_k": 0}, headers=token)
+    httpx.post(
+        f"{url}/v1/bases/words/search", json={"question": SECRET, "mode": "dense"}, headers=token
+    )
+    httpx.post(f"{url}/v1/bases/words/search", json={"question": SECRET * 3000}, headers=token)
+    httpx.get(f"{url}/v1/bases?question=zanzibar+quokkas", headers=token)
+    bases = httpx.get(f"{url}/v1/bases", headers=token).json()["bases"]
+    counted = {b["name"]: sum(b["searches_per_day"].values()) for b in bases}
+    assert counted["handbook"] >= 3 and counted["words"] >= 2
+
+    words = [SECRET, "zanzibar", "quokkas", "marmalade"]
+    output = tokens_server.output()
+    assert '"POST /v1/bases/handbook/search" 200' in output  # the request log is there
+    for word in words:
+        assert word not in output
+    for name in ("handbook.db", "handbook.db-wal", "other.db", "other.db-wal"):
+        path = tokens_server.folder / name
+        if path.exists():
+            data = path.read_bytes()
+            for word in words:
+                assert word.encode() not in data, name
+
+
+def test_an_unexpected_error_is_500_with_no_detail_and_no_question_logged(in_process, capfd):
+    server = in_process()
+
+    def broken(name, request):
+        raise RuntimeError(f"failed on {request.question}")
+
+    server.service.search = broken
+    response = httpx.post(f"{server.url}/v1/bases/small/search", json={"question": SECRET})
+    assert response.status_code == 500
+    assert response.json() == {"error": {"code": "INTERNAL_ERROR", "message": "internal error"}}
+    logged = capfd.readouterr().err
+    assert "RuntimeError" in logged and "Traceback" not in response.text
+    assert "zanzibar" not in logged
+
+
+# -- load and hostile clients ---------------------------------------------------------------
+
+
+def test_many_concurrent_clients_all_answered(tokens_server):
+    url, token = tokens_server.url, auth(TOKEN_ALL)
+    calls = [
+        ("POST", "/v1/bases/words/search", {"question": "travel expenses", "mode": "keyword"}),
+        ("POST", "/v1/bases/handbook/search", {"question": "Xid 79", "mode": "keyword"}),
+        ("POST", "/v1/bases/words/search", {"question": "vacation days", "top_k": 3}),
+        (
+            "POST",
+            "/v1/search",
+            {"question": "leave", "bases": ["handbook", "words"], "mode": "keyword"},
+        ),
+        ("GET", "/v1/bases", None),
+        ("GET", "/v1/health", None),
+    ]
+
+    def client(n: int) -> list[int]:
+        statuses = []
+        with httpx.Client(timeout=60, headers=token) as http:
+            for i in range(20):
+                method, path, body = calls[(n + i) % len(calls)]
+                statuses.append(http.request(method, url + path, json=body).status_code)
+        return statuses
+
+    with ThreadPoolExecutor(16) as pool:
+        results = [f.result(timeout=240) for f in [pool.submit(client, n) for n in range(16)]]
+    assert [s for statuses in results for s in statuses] == [200] * 16 * 20
+
+
+def test_a_slow_client_does_not_block_others_and_is_cut_off(open_server):
+    port = open_server.port
+    slow = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(4)]
+    try:
+        for sock in slow:
+            sock.sendall(b"POST /v1/bases/live/search HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+        for _ in range(6):
+            for sock in slow:
+                try:
+                    sock.sendall(b"z")
+                except OSError:
+                    pass
+            response = httpx.post(
+                f"{open_server.url}/v1/bases/live/search", json={"question": "travel"}, timeout=10
+            )
+            assert response.status_code == 200
+        for sock in slow:
+            answer = read_all(sock)  # the deadline (2 s here) ends it, whatever its pace
+            assert status_of(answer) == 408
+            assert body_of(answer)["error"]["code"] == "REQUEST_TIMEOUT"
+    finally:
+        for sock in slow:
+            sock.close()
+
+
+def test_a_full_queue_is_answered_503_at_once(in_process):
+    server = in_process(workers=1, queue_size=1, request_timeout_s=1.5)
+    held = []
+    try:
+        for _ in range(2):  # one holds the only worker, one waits in the queue
+            sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+            sock.sendall(b"GET /v1/health HTTP/1.1\r\n")
+            held.append(sock)
+            time.sleep(0.3)
+        refused = raw_request(server.port, b"GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        assert status_of(refused) == 503 and body_of(refused)["error"]["code"] == "SERVICE_BUSY"
+        for sock in held:
+            assert status_of(read_all(sock)) == 408
+    finally:
+        for sock in held:
+            sock.close()
+    assert httpx.get(f"{server.url}/v1/health").status_code == 200
+
+
+# -- access rules at start, loopback, the console, polling ----------------------------------
+
+
+def test_a_missing_base_is_an_error_at_start(tmp_path):
+    run = subprocess.run(
+        [sys.executable, "-m", "metis_lite.api", str(tmp_path / "nothing.db"), "--port", "0"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert run.returncode == 2 and "no base at" in run.stderr and not run.stdout
+
+
+def test_start_refusals(small_base, tmp_path):
+    with pytest.raises(InvalidRequest, match="without access tokens"):
+        make_server([str(small_base)], host="0.0.0.0", port=0, environ={})
+    tokens_file = tmp_path / "tokens.json"
+    tokens_file.write_text(json.dumps(TOKENS), "utf-8")
+    with pytest.raises(InvalidRequest, match="both"):
+        make_server(
+            [str(small_base)], port=0, tokens_file=str(tokens_file), environ={TOKENS_ENV: "{}"}
+        )
+    for bad in (
+        '{"tokens": []}',
+        "not json",
+        '{"tokens": [{"token": "short", "bases": ["*"]}]}',
+        '{"tokens": [{"token": "long-enough-token-1234", "bases": []}]}',
+    ):
+        tokens_file.write_text(bad, "utf-8")
+        with pytest.raises(InvalidRequest):
+            make_server([str(small_base)], port=0, tokens_file=str(tokens_file), environ={})
+    with pytest.raises(InvalidRequest, match="two bases"):
+        make_server([str(small_base), f"small={small_base}"], port=0, environ={})
+    with pytest.raises(InvalidRequest, match="cannot name"):
+        make_server([f"a/b={small_base}"], port=0, environ={})
+
+
+def test_without_tokens_only_loopback_names_are_answered(open_server):
+    url = open_server.url
+    assert httpx.get(f"{url}/v1/bases").status_code == 200
+    rebound = httpx.get(f"{url}/v1/bases", headers={"Host": "evil.example:80"})
+    assert rebound.status_code == 403 and error_code(rebound) == "FORBIDDEN"
+    named = httpx.get(f"http://localhost:{open_server.port}/v1/health")
+    assert named.status_code == 200
+
+
+def test_the_console_is_served_as_static_files(in_process, tmp_path):
+    console = tmp_path / "console"
+    (console / "icons").mkdir(parents=True)
+    (console / "index.html").write_text("<!doctype html><title>Metis</title>", "utf-8")
+    (console / "app.js").write_text("console.log(1)", "utf-8")
+    (console / "style.css").write_text("body {}", "utf-8")
+    (console / "icons" / "logo.svg").write_text("<svg/>", "utf-8")
+    (console / ".secret.html").write_text("hidden", "utf-8")
+    (console / "notes.py").write_text("print(1)", "utf-8")
+    (tmp_path / "outside.html").write_text("OUTSIDE-THE-CONSOLE", "utf-8")
+    (console / "link.html").symlink_to(tmp_path / "outside.html")
+    server = in_process(console_dir=console)
+    url = server.url
+
+    page = httpx.get(f"{url}/")
+    assert page.status_code == 200 and "Metis" in page.text
+    assert page.headers["content-type"] == "text/html; charset=utf-8"
+    assert page.headers["content-security-policy"].startswith("default-src 'self'")
+    assert page.headers["x-content-type-options"] == "nosniff"
+    for path, kind in (
+        ("/app.js", "text/javascript; charset=utf-8"),
+        ("/style.css", "text/css; charset=utf-8"),
+        ("/icons/logo.svg", "image/svg+xml"),
+    ):
+        response = httpx.get(url + path)
+        assert response.status_code == 200 and response.headers["content-type"] == kind
+    for path in ("/icons/", "/icons", "/.secret.html", "/notes.py", "/link.html", "/missing.js"):
+        assert httpx.get(url + path).status_code == 404, path
+    for path in (
+        b"/../outside.html",
+        b"/%2e%2e/outside.html",
+        b"/icons/..%2f..%2foutside.html",
+        b"/%2e%2e%2foutside.html",
+        b"/icons%2f..%2f..%2foutside.html",
+    ):
+        answer = raw_request(server.port, b"GET " + path + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        assert status_of(answer) == 404 and b"OUTSIDE-THE-CONSOLE" not in answer
+    assert httpx.post(f"{url}/app.js", content=b"").status_code == 405
+
+
+def test_sources_are_kept_up_to_date_by_polling(in_process, tmp_path):
+    server = in_process(poll_s=0.3)
+    (tmp_path / "docs" / "c.md").write_text("# Gamma\n\nA flibbertigibbet passage.\n", "utf-8")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        answer = httpx.post(
+            f"{server.url}/v1/bases/small/search",
+            json={"question": "flibbertigibbet", "mode": "keyword"},
+        ).json()
+        if answer["results"]:
+            break
+        time.sleep(0.2)
+    assert answer["results"][0]["citation"]["document"] == "c.md"
