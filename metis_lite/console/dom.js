@@ -1,0 +1,102 @@
+/* DOM building, the question's words, and the few number formats the console shows.
+ *
+ * No text from a base is ever parsed as HTML: every node is made here with DOM calls and
+ * filled with text nodes; a highlighted word is a <mark> element made the same way.
+ */
+
+export const $ = (id) => document.getElementById(id);
+
+/** An element with a class, attributes and children (strings and numbers become text). */
+export function el(tag, options = {}, ...children) {
+  const node = document.createElement(tag);
+  if (options.className) node.className = options.className;
+  for (const [name, value] of Object.entries(options.attrs || {})) {
+    if (value !== null && value !== undefined) node.setAttribute(name, String(value));
+  }
+  for (const child of children.flat(Infinity)) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(typeof child === "string" || typeof child === "number" ? String(child) : child);
+  }
+  return node;
+}
+
+// -- Words, as the spec's "By words" reads them (mirrors metis_lite/tokenizer.py) -------------
+
+const WORD = /[\p{L}\p{N}]+/gu;
+const MARKS = /\p{M}+/gu;
+const FOLD_TABLE = { "ß": "ss", "æ": "ae", "œ": "oe", "ø": "o", "đ": "d", "ł": "l", "ı": "i" };
+const FOLD_CHARS = new RegExp(`[${Object.keys(FOLD_TABLE).join("")}]`, "gu");
+
+/** Lower case with accents folded: "Configuração" → "configuracao". */
+export function fold(text) {
+  return text
+    .toLowerCase()
+    .normalize("NFKD")
+    .toLowerCase()
+    .replace(FOLD_CHARS, (c) => FOLD_TABLE[c])
+    .replace(MARKS, "");
+}
+
+/** One letter alone is left out, one digit kept ("step 2"). */
+function keep(word) {
+  return word.length > 1 || /^\p{N}$/u.test(word);
+}
+
+/** The words of a text, folded, as a search by words compares them. */
+export function wordsOf(text) {
+  return (fold(text).match(WORD) || []).filter(keep);
+}
+
+/** The text with each word the question holds (compared folded) wrapped in <mark>. */
+export function highlighted(text, words) {
+  const out = document.createDocumentFragment();
+  let at = 0;
+  for (const match of text.matchAll(WORD)) {
+    if (!wordsOf(match[0]).some((w) => words.has(w))) continue;
+    if (match.index > at) out.append(text.slice(at, match.index));
+    out.append(el("mark", {}, match[0]));
+    at = match.index + match[0].length;
+  }
+  if (at < text.length) out.append(text.slice(at));
+  return out;
+}
+
+/** Text with its soft line wraps joined (a line break before a lower-case word), so it reflows
+ * to the window; paragraphs, list items and table rows keep their own lines. */
+export function unwrapped(text) {
+  return text.replace(/(\S)[ \t]*\n[ \t]*(?=\p{Ll})/gu, "$1 ");
+}
+
+// -- Numbers and places ---------------------------------------------------------------------
+
+/** The spec's line: meaning 0.830 (#1) · words 7.41 (#2) · fused 0.0328 · reranker 0.970,
+ * with only the parts that apply (a score that does not apply is absent from the answer). */
+export function scoreLine(scores) {
+  const parts = [];
+  if (scores.dense !== undefined) parts.push(`meaning ${scores.dense.toFixed(3)} (#${scores.dense_rank})`);
+  if (scores.keyword !== undefined) parts.push(`words ${scores.keyword.toFixed(2)} (#${scores.keyword_rank})`);
+  if (scores.fused !== undefined) parts.push(`fused ${scores.fused.toFixed(4)}`);
+  if (scores.rerank !== undefined) parts.push(`reranker ${scores.rerank.toFixed(3)}`);
+  return parts.join(" · ");
+}
+
+export function ms(value) {
+  return `${(value || 0).toFixed(1)} ms`;
+}
+
+/** "page 3" (PDF) or "line 12" (text, Markdown), or null when the citation has neither. */
+export function where(citation) {
+  if (citation.page) return `page ${citation.page}`;
+  if (citation.line) return `line ${citation.line}`;
+  return null;
+}
+
+export function plural(n, one, many) {
+  return `${n} ${n === 1 ? one : many}`;
+}
+
+/** "2026-12-02T16:16:59Z" → "2026-12-02 16:16 UTC" (a base records its times in UTC). */
+export function moment(iso) {
+  const match = /^(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2})/.exec(iso || "");
+  return match ? `${match[1]} ${match[2]} UTC` : String(iso);
+}

@@ -1,0 +1,431 @@
+"""The console end to end: headless Chromium against a real `python -m metis_lite.api` on loopback.
+
+Two bases are served: the example handbook (embedded model, reranked by a small TEI-protocol
+reranker run here) and a base whose embedding model answered while it was indexed and is gone
+now, so each search of it falls back to words with the spec's warning. Screenshots of each page,
+at a desktop and a phone size, go to test-artifacts/console/ for a person to look at.
+
+Needs Debian's chromium and chromium-driver (scripts/install-browser); skipped without them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import zlib
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import httpx
+import pytest
+from conftest import EXAMPLES, ROOT
+from webdriver import Browser, available
+
+from metis_lite.base import Base
+from metis_lite.tokenizer import tokens
+
+pytestmark = pytest.mark.skipif(
+    not available(),
+    reason="no chromium/chromedriver (run scripts/install-browser, Debian's apt-get)",
+)
+
+ARTIFACTS = ROOT / "test-artifacts" / "console"
+DESKTOP = (1280, 900)
+PHONE = (375, 812)
+QUESTION = "how many holidays do I get"
+TOKEN = "console-test-token-0123456789"
+SERVE_START_S = 60.0
+FAKE_DIMENSION = 64
+
+SCORE_LINE = re.compile(
+    r"^(meaning -?\d\.\d{3} \(#\d+\))?( · )?(words \d+\.\d{2} \(#\d+\))?( · )?"
+    r"(fused \d\.\d{4})?( · )?(reranker -?\d+\.\d{3})?$"
+)
+WHY = re.compile(
+    r"^(close in meaning \(#\d+\) and shares words \(#\d+\) — both agree"
+    r"|shares words \(#\d+\); not among the closest in meaning — it names a term of the question exactly"
+    r"|close in meaning \(#\d+\); its words do not match — it says the same thing in other words)"
+    r"; the reranker scored it -?\d+\.\d{3}$"
+)
+MARKUP_TEXT = (
+    'Error <img src="x" id="injected"> and <b>Xid 79</b> on gpu-17 means the card fell off the bus.'
+)
+
+
+# -- a text-embeddings-inference stand-in: /embed (hashed words) and /rerank (shared words) ------
+
+
+class FakeTEI(ThreadingHTTPServer):
+    """Answers TEI's /embed and /rerank on loopback, from the words of each text."""
+
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _FakeTEIHandler)
+        self.url = f"http://127.0.0.1:{self.server_address[1]}"
+        self.thread = threading.Thread(target=self.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.shutdown()
+        self.server_close()
+        self.thread.join()
+
+
+def _vector(text: str) -> list[float]:
+    values = [0.0] * FAKE_DIMENSION
+    for word in tokens(text):
+        values[zlib.crc32(word.encode()) % FAKE_DIMENSION] += 1.0
+    norm = sum(v * v for v in values) ** 0.5 or 1.0
+    return [v / norm for v in values]
+
+
+def _share(question: str, text: str) -> float:
+    """The share of the question's words a passage holds, a longer word counting more."""
+    asked = set(tokens(question))
+    held = asked & set(tokens(text))
+    return round(0.05 + 0.9 * sum(map(len, held)) / max(1, sum(map(len, asked))), 6)
+
+
+class _FakeTEIHandler(BaseHTTPRequestHandler):
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if self.path == "/embed":
+            answer = [_vector(text) for text in body["inputs"]]
+        else:
+            scores = [_share(body["query"], text) for text in body["texts"]]
+            answer = sorted(
+                ({"index": i, "score": s} for i, s in enumerate(scores)), key=lambda r: -r["score"]
+            )
+        data = json.dumps(answer).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+# -- the service, the bases and the browser -------------------------------------------------------
+
+
+class Service:
+    """`python -m metis_lite.api BASE… --port 0` in its own process; its URL from its first line."""
+
+    def __init__(self, *bases: Path, env: dict[str, str] | None = None) -> None:
+        command = [sys.executable, "-m", "metis_lite.api", *map(str, bases)]
+        self.process = subprocess.Popen(
+            [*command, "--port", "0", "--poll", "0", "--no-access-log"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            cwd=ROOT,
+            env={**os.environ, **(env or {})},
+        )
+        first = self.process.stdout.readline().strip()
+        if not first.startswith("serving http://"):
+            self.stop()
+            raise RuntimeError(f"the service did not start: {first!r}")
+        self.url = first.removeprefix("serving ").rstrip("/")
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=SERVE_START_S)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.process.stdout.close()
+
+
+@pytest.fixture(scope="module")
+def reranker() -> Iterator[FakeTEI]:
+    server = FakeTEI()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def bases(example_base_file, reranker, tmp_path_factory) -> tuple[Path, Path]:
+    """handbook (the example base, reranked) and down (its embedding model gone since indexing)."""
+    folder = tmp_path_factory.mktemp("console")
+    handbook = folder / "handbook.db"
+    shutil.copy(example_base_file, handbook)
+    with Base(handbook) as base:
+        base.configure(reranker={"provider": "tei", "url": reranker.url})
+    notes = folder / "notes"
+    notes.mkdir()
+    shutil.copy(EXAMPLES / "policies" / "leave.md", notes / "leave.md")
+    (notes / "gpu-errors.txt").write_text(MARKUP_TEXT + "\n")
+    model = FakeTEI()
+    down = folder / "down.db"
+    try:
+        with Base(down, create=True) as base:
+            base.configure(embedding={"provider": "tei", "url": model.url, "timeout_s": 1})
+            base.add_source(notes)
+            assert base.index().without_vector == 0
+    finally:
+        model.stop()  # from now on the embedding model does not answer
+    return handbook, down
+
+
+@pytest.fixture(scope="module")
+def service(bases) -> Iterator[Service]:
+    served = Service(*bases)
+    yield served
+    served.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with Browser.start() as started:
+        yield started
+
+
+@pytest.fixture
+def page(browser, service) -> Browser:
+    """The browser on the console's Search page at desktop size, the page started."""
+    browser.size(*DESKTOP)
+    open_console(browser, service.url)
+    return browser
+
+
+def open_console(browser: Browser, url: str, hash_: str = "") -> None:
+    browser.get(f"{url}/{hash_}")
+    browser.wait_for("return document.documentElement.dataset.ready === 'true'", what="start")
+
+
+def search(browser: Browser, question: str, *, bases: tuple[str, ...] = ("handbook",)) -> None:
+    """Pick the bases, type the question and press Enter (the keyboard's way)."""
+    browser.execute(
+        "for (const box of document.querySelectorAll('input[name=bases]'))"
+        " { if (box.checked !== arguments[0].includes(box.value)) box.click(); }",
+        list(bases),
+    )
+    browser.type("#question", question + "\n")
+    browser.wait_for(
+        "return !document.querySelector('#answer').hasAttribute('aria-busy')"
+        " && document.querySelector('#answer-meta').textContent !== 'Searching…'",
+        what="an answer",
+    )
+
+
+def shoot(browser: Browser, name: str) -> None:
+    """desktop and phone screenshots of the page as it is; the phone one checks the page fits."""
+    size = browser.execute("return [window.outerWidth, window.outerHeight]")
+    browser.screenshot(ARTIFACTS / f"{name}-desktop.png")
+    browser.size(*PHONE)
+    overflow = browser.execute(
+        "return document.documentElement.scrollWidth - document.documentElement.clientWidth"
+    )
+    browser.screenshot(ARTIFACTS / f"{name}-phone.png")
+    browser.size(*size)
+    assert overflow <= 0, f"{name}: the page is {overflow} px wider than a phone"
+
+
+def page_problems(browser: Browser) -> list[str]:
+    """Script errors and CSP refusals in the browser's log, and the page's own error message."""
+    log = browser.log()
+    problems = [
+        entry["message"]
+        for entry in log
+        if entry["source"] in ("javascript", "security")
+        or "Content Security Policy" in entry["message"]
+    ]
+    shown = browser.execute("return document.querySelector('#answer-error').textContent")
+    if "went wrong in the page" in shown:
+        problems.append(shown)
+    return problems
+
+
+def api_search(url: str, mode: str, *, base: str = "handbook", **options) -> dict:
+    body = {"question": QUESTION, "mode": mode, "top_k": 10, **options}
+    answer = httpx.post(f"{url}/v1/bases/{base}/search", json=body, timeout=30)
+    answer.raise_for_status()
+    return answer.json()
+
+
+# -- the tests --------------------------------------------------------------------------------------
+
+
+def test_a_search_shows_results_with_score_lines_citations_and_timings(page, service):
+    search(page, QUESTION)
+    expected = api_search(service.url, "hybrid")["results"]
+    assert page.texts("#results .result .doc") == [
+        f"{r['citation']['source']}/{r['citation']['document']}" for r in expected
+    ]
+    lines = page.texts("#results .scores")
+    assert lines and all(SCORE_LINE.match(line) for line in lines), lines
+    assert any(line.startswith("meaning ") and " · words " in line for line in lines), lines
+    assert all(
+        line.endswith(f"reranker {r['scores']['rerank']:.3f}")
+        for line, r in zip(lines, expected, strict=True)
+    )
+    first = expected[0]["citation"]
+    crumbs = page.texts("#results .result:first-child .crumbs li")
+    assert crumbs == first["headings"]
+    place = page.text("#results .result:first-child .place")
+    assert place == (f"page {first['page']}" if first["page"] else f"line {first['line']}")
+    marked = set(
+        page.execute(
+            "return [...document.querySelectorAll('#results mark')].map(m => m.textContent.toLowerCase())"
+        )
+    )
+    assert marked and marked <= set(tokens(QUESTION)), marked
+    meta = page.text("#answer-meta")
+    for part in ("results", "hybrid", "reranked", "embed", "meaning", "words", "fuse", "rerank"):
+        assert part in meta
+    assert page.execute("return getComputedStyle(document.activeElement).outlineStyle") == "solid"
+    assert page_problems(page) == []
+    shoot(page, "search")
+
+
+def test_filters_narrow_the_search_and_the_address_keeps_it(page):
+    page.click("#filters summary")
+    page.type("#prefix", "policies/")
+    page.click("label[for=kinds-md]")
+    search(page, QUESTION)
+    documents = page.texts("#results .result .doc")
+    assert documents and all(
+        d.startswith("handbook/policies/") and d.endswith(".md") for d in documents
+    )
+    assert page.text("#filters-summary") == "· policies/ · md"
+    address = page.execute("return location.href")
+    assert "prefix=policies%2F" in address and "kinds=md" in address
+    page.get(address)  # a bookmarked search is asked again
+    page.wait("#results .result:not(.skeleton)")
+    assert page.texts("#results .result .doc") == documents
+    assert page.execute("return document.querySelector('#question').value") == QUESTION
+
+
+def test_compare_lists_every_passage_with_its_three_ranks_and_why(page, service):
+    page.click("#compare")
+    search(page, QUESTION)
+    page.wait(".compare-table")
+    headers = page.texts(".compare-table thead th")
+    assert headers == ["Passage", "Both", "Meaning", "Words", "Why it came up"]
+    answers = {
+        mode: api_search(service.url, mode)["results"] for mode in ("hybrid", "dense", "keyword")
+    }
+    expected = {}
+    for column, mode in enumerate(("hybrid", "dense", "keyword")):
+        for rank, result in enumerate(answers[mode], start=1):
+            key = (result["citation"]["document"], result["text"])
+            expected.setdefault(key, ["—", "—", "—"])[column] = f"#{rank}"
+    rows = page.execute(
+        "return [...document.querySelectorAll('.compare-table tbody tr')].map(tr =>"
+        " [tr.querySelector('.doc').textContent, ...[...tr.querySelectorAll('td.num')]"
+        ".map(td => td.textContent), tr.querySelector('.why').textContent])"
+    )
+    shown = sorted((doc.split("/", 1)[1], *ranks) for doc, *ranks, _ in rows)
+    assert shown == sorted((document, *ranks) for (document, _), ranks in expected.items())
+    whys = [why for *_, why in rows]
+    assert all(WHY.match(why) for why in whys), whys
+    assert any("— both agree" in why for why in whys)
+    both = next(
+        r
+        for r in answers["hybrid"]
+        if "dense_rank" in r["scores"] and "keyword_rank" in r["scores"]
+    )
+    assert (
+        f"close in meaning (#{both['scores']['dense_rank']}) and shares words "
+        f"(#{both['scores']['keyword_rank']}) — both agree; the reranker scored it "
+        f"{both['scores']['rerank']:.3f}"
+    ) in whys
+    assert page_problems(page) == []
+    shoot(page, "compare")
+
+
+def test_the_fallback_to_words_is_shown_when_the_embedding_model_is_down(page):
+    search(page, "Xid 79 gpu", bases=("down",))
+    warnings = page.texts("#warnings .warning")
+    assert len(warnings) == 1 and warnings[0].endswith(": results by keywords only"), warnings
+    assert page.find_all("#results .result")
+    lines = page.texts("#results .scores")
+    assert lines and all(line.startswith("words ") for line in lines), lines
+    # Text from a document is shown as text, never parsed as HTML.
+    assert MARKUP_TEXT[:20] in page.text("#results .result .text")
+    assert page.find_all("#results img, #injected, #results b") == []
+    shoot(page, "fallback")
+    search(page, "Xid 79 gpu", bases=("handbook", "down"))  # several bases: /v1/search
+    assert page.texts("#warnings .warning")[0].startswith("Warning down: ")
+    assert set(page.texts("#results .badge")) == {"handbook", "down"}
+    page.execute("document.querySelector('#mode').value = 'dense'")
+    search(page, "Xid 79 gpu", bases=("down",))
+    refused = page.text("#answer-error")
+    assert "needs its embedding model" in refused and "EMBEDDING_MODEL_UNAVAILABLE" in refused
+    assert page.find_all("#results .result") == []
+
+
+def test_the_bases_page_shows_each_base(page, service):
+    api_search(service.url, "keyword")
+    open_console(page, service.url, "#/bases")
+    page.wait(".base-card")
+    statuses = {b["name"]: b for b in httpx.get(f"{service.url}/v1/bases").json()["bases"]}
+    assert page.texts(".base-card h2") == list(statuses)
+    for card, name in enumerate(statuses, start=1):
+        status = statuses[name]
+        text = page.text(f".base-card:nth-child({card})")
+        terms = page.texts(f".base-card:nth-child({card}) dt")
+        facts = dict(zip(terms, page.texts(f".base-card:nth-child({card}) dd"), strict=True))
+        assert status["state"] in text
+        assert facts["Documents"] == str(status["documents"])
+        assert facts["Chunks"] == str(status["chunks"])
+        assert facts["Chunks without a vector"] == str(status["chunks_without_vector"])
+        assert facts["Embedding model"] == status["embedding"]
+        assert facts["Reranker"] == (status["reranker"] or "none")
+        today = sum(status["searches_per_day"].values())
+        assert f"{today} in the last 14 days" in text
+    assert sum(statuses["handbook"]["searches_per_day"].values()) > 0
+    assert page.execute("return document.title") == "Metis → Bases"
+    assert page_problems(page) == []
+    shoot(page, "bases")
+
+
+def test_the_page_asks_for_a_token_and_keeps_it_in_the_session_only(browser, bases):
+    tokens_json = json.dumps({"tokens": [{"token": TOKEN, "bases": ["*"]}]})
+    guarded = Service(bases[0], env={"METIS_TOKENS": tokens_json})
+    try:
+        browser.size(*DESKTOP)
+        browser.get(f"{guarded.url}/")
+        browser.wait("#token-dialog[open]")
+        assert browser.active() == "token"
+        browser.screenshot(ARTIFACTS / "token-desktop.png", full_page=False)
+        browser.type("#token", "not-the-token-at-all\n")
+        browser.wait_for(
+            "return document.querySelector('#token-message').textContent.includes('refused')",
+            what="the refusal",
+        )
+        browser.type("#token", TOKEN + "\n")
+        browser.wait("#bases-options input[value=handbook]")
+        assert browser.find_all("#token-dialog[open]") == []
+        browser.execute("document.querySelector('#mode').value = 'keyword'")  # no model to load
+        search(browser, QUESTION)
+        assert browser.find_all("#results .result")
+        stored = browser.execute(
+            "return [sessionStorage.length, localStorage.length, document.cookie]"
+        )
+        assert stored == [1, 0, ""]
+    finally:
+        guarded.stop()
+
+
+def test_an_unreachable_service_is_said_plainly(browser, bases):
+    gone = Service(bases[0])
+    browser.size(*DESKTOP)
+    open_console(browser, gone.url)
+    gone.stop()
+    search(browser, QUESTION)
+    banner = browser.text("#service")
+    assert "cannot be reached" in banner and gone.url in banner
+    assert "could not be reached" in browser.text("#answer-error")
+    assert browser.find_all("#results .result") == []
+    shoot(browser, "unreachable")
