@@ -387,7 +387,12 @@ def build_parser() -> argparse.ArgumentParser:
     facts.add_argument("--limit", type=int, default=50)
     facts.add_argument("--json", action="store_true")
 
+    from metis_lite import api
     from metis_lite import eval as evaluation
+
+    serve = command("serve", api.run_from_args, "serve bases over HTTP: the JSON API and the web console",
+                    "metis-lite serve handbook.db --port 8080   (then open http://127.0.0.1:8080/)")
+    api.add_arguments(serve)
 
     evaluate = command("eval", evaluation.run_from_args, evaluation.HELP, evaluation.EXAMPLE)
     evaluation.add_arguments(evaluate)
