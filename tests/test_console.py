@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 import zlib
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -42,6 +43,7 @@ QUESTION = "how many holidays do I get"
 TOKEN = "console-test-token-0123456789"
 SERVE_START_S = 60.0
 FAKE_DIMENSION = 64
+INDEX_AGAIN_S = 30.0
 
 SCORE_LINE = re.compile(
     r"^(meaning -?\d\.\d{3} \(#\d+\))?( · )?(words \d+\.\d{2} \(#\d+\))?( · )?"
@@ -246,6 +248,11 @@ def page_problems(browser: Browser) -> list[str]:
     return problems
 
 
+def base_status(url: str, name: str) -> dict:
+    statuses = httpx.get(f"{url}/v1/bases", timeout=30).json()["bases"]
+    return next(status for status in statuses if status["name"] == name)
+
+
 def api_search(url: str, mode: str, *, base: str = "handbook", **options) -> dict:
     body = {"question": QUESTION, "mode": mode, "top_k": 10, **options}
     answer = httpx.post(f"{url}/v1/bases/{base}/search", json=body, timeout=30)
@@ -388,6 +395,13 @@ def test_the_bases_page_shows_each_base(page, service):
     assert page.execute("return document.title") == "Metis → Bases"
     assert page_problems(page) == []
     shoot(page, "bases")
+    runs = statuses["down"]["last_indexing"]["id"]
+    page.click("[data-focus-key=index-down]")  # the base reads its sources again: 202
+    deadline = time.monotonic() + INDEX_AGAIN_S
+    while base_status(service.url, "down")["last_indexing"]["id"] == runs:
+        assert time.monotonic() < deadline, "Index now did not index the base again"
+        time.sleep(0.1)
+    assert page.text("#bases-meta") == "2 bases served here."
 
 
 def test_the_page_asks_for_a_token_and_keeps_it_in_the_session_only(browser, bases):
