@@ -59,10 +59,15 @@ function fillBaseOptions() {
   sourceBox.replaceChildren();
   if (!sources.length) sourceBox.append(el("span", { className: "muted" }, "none yet"));
   for (const name of sources) sourceBox.append(checkboxChip("sources", name, name, sourcesBefore.has(name)));
+  fillKindOptions();
 }
 
+/** The kinds a base reads, and any other kind the bases hold (a memory's notes). */
 export function fillKindOptions() {
-  $("kinds-options").replaceChildren(...KINDS.map((kind) => checkboxChip("kinds", kind, kind, false)));
+  const before = new Set(picked("kinds"));
+  const held = bases.flatMap((b) => Object.keys(b.kinds || {})).filter((k) => !KINDS.includes(k));
+  const kinds = [...KINDS, ...new Set(held.sort())];
+  $("kinds-options").replaceChildren(...kinds.map((kind) => checkboxChip("kinds", kind, kind, before.has(kind))));
 }
 
 /** The Bases page, read again from the service. */
