@@ -220,8 +220,8 @@ def test_chunks_indexed_while_the_model_was_down_get_vectors_on_the_next_run(tmp
         server = subprocess.Popen(
             [sys.executable, "-m", "metis_lite.models.server", "--port", str(port)],
             cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
             text=True,
         )
         try:
