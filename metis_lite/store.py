@@ -216,6 +216,10 @@ class Store:
         """Write a document and its chunks (and their words) in one transaction, replacing any
         earlier version: a crash leaves either the old document whole or the new one whole."""
         with self.db:
+            # Take the write lock before reading: a transaction that reads first holds a snapshot
+            # that another connection's commit (a search count) makes stale, and SQLite then
+            # refuses its first write at once (SQLITE_BUSY_SNAPSHOT), busy timeout or not.
+            self.db.execute("UPDATE meta SET value = value WHERE 0")
             old = self.db.execute(
                 "SELECT id FROM documents WHERE source_id = ? AND path = ?", (source_id, path)
             ).fetchone()
