@@ -41,7 +41,8 @@ def _has_tables(base: Base) -> bool:
 
 
 def _ensure_tables(base: Base) -> None:
-    """Bases made before the evaluation tables existed get them (schema.sql is idempotent)."""
+    """Make the evaluation tables if the base lacks them: the store adds missing tables when it
+    opens a base, but not while another connection is writing (schema.sql is idempotent)."""
     if not _has_tables(base):
         with base.store.db:
             base.store.db.execute(schema_sql())
