@@ -143,6 +143,8 @@ def parse_search(raw: bytes, *, many: bool) -> SearchRequest:
     if mode not in MODES:
         raise InvalidRequest(f"unknown mode {mode!r}: choose one of {', '.join(MODES)}")
     top_k = data.get("top_k", TOP_K)
+    if isinstance(top_k, float) and top_k.is_integer():
+        top_k = int(top_k)  # JSON has one number type: 5.0 is the integer 5 (as JSON Schema says)
     if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= TOP_K_MAX:
         raise InvalidRequest(f"top_k must be a whole number from 1 to {TOP_K_MAX}")
     rerank = data.get("rerank", True)
@@ -226,8 +228,12 @@ class ServiceHandler(JsonRequestHandler):
             ) from None
 
     def _json_post(self) -> bytes:
+        """The body of a POST, which must be sent as JSON: a web page of another site cannot
+        send that without the browser asking first (CORS), and this service never agrees."""
         content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
-        if content_type != "application/json":
+        length = (self.headers.get("Content-Length") or "0").strip()
+        has_body = length != "0" or "Transfer-Encoding" in self.headers
+        if has_body and content_type != "application/json":
             self.unread_body = True
             raise HttpError(415, "send the body as Content-Type: application/json")
         return self.read_body()

@@ -308,6 +308,9 @@ class BoundedHTTPServer(socketserver.TCPServer):
             self._expired.discard(sock)
 
     def _reap(self) -> None:
+        """Answer 408 to requests still arriving past their deadline and end them. The I/O is
+        done under the lock a worker takes (`forget`) before it closes a socket, so it never
+        touches a closed socket, nor one whose descriptor a new connection reuses."""
         while not self._stopping.wait(REAPER_TICK_S):
             now = time.monotonic()
             with self._deadline_lock:
@@ -315,20 +318,19 @@ class BoundedHTTPServer(socketserver.TCPServer):
                 for sock in late:
                     del self._receiving[sock]
                     self._expired.add(sock)
-            for sock in late:
-                try:
-                    sock.sendall(
-                        canned_response(
-                            408,
-                            f"the request did not arrive within {self.request_timeout_s:g} s",
-                        )
-                    )
-                except OSError:
-                    pass
-                try:
-                    sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+                    try:
+                        sock.send(self.timeout_response(), socket.MSG_DONTWAIT)
+                    except OSError:
+                        pass
+                    try:
+                        sock.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+
+    def timeout_response(self) -> bytes:
+        return canned_response(
+            408, f"the request did not arrive within {self.request_timeout_s:g} s"
+        )
 
     # -- closing --------------------------------------------------------------------------
 
@@ -380,6 +382,7 @@ class JsonRequestHandler(BaseHTTPRequestHandler):
 
     server: BoundedHTTPServer
     unread_body = False
+    answering = False
 
     def setup(self) -> None:
         self.timeout = self.server.request_timeout_s
@@ -389,9 +392,15 @@ class JsonRequestHandler(BaseHTTPRequestHandler):
         self.close_connection = True
         try:
             self.handle_one_request()
+        except TimeoutError:  # a read or a write stalled for request_timeout_s
+            if not self.answering and self.server.claim(self.connection):
+                try:
+                    self.connection.sendall(self.server.timeout_response())
+                except OSError:
+                    pass
         except _Expired:
             pass
-        except OSError:  # the client went away, or a read or write timed out
+        except OSError:  # the client went away
             pass
 
     def handle_one_request(self) -> None:
@@ -482,6 +491,7 @@ class JsonRequestHandler(BaseHTTPRequestHandler):
 
     def send_bytes(self, status: int, body: bytes, headers: tuple[tuple[str, str], ...]) -> None:
         self._claim()
+        self.answering = True
         self.send_response(status)
         for name, value in (*headers, *SECURITY_HEADERS):
             self.send_header(name, value)

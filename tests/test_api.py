@@ -24,9 +24,11 @@ from pathlib import Path
 import httpx
 import pytest
 from conftest import EXAMPLES, ROOT, words_only_base
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from metis_lite.access import TOKENS_ENV
-from metis_lite.api import make_server
+from metis_lite.api import make_server, parse_search
 from metis_lite.base import Base
 from metis_lite.errors import InvalidRequest
 from metis_lite.serialize import answer_to_json
@@ -43,6 +45,9 @@ TOKENS = {
 }
 SECRET = "zanzibar quokkas 4711 marmalade"
 """A question whose words appear in no document: it must never reach a file or a log."""
+
+http = httpx.Client(timeout=60)
+"""One client for the module (a new httpx client per request costs more than the request)."""
 
 BIG_FILES = 2_000
 STARTUP_S = 60
@@ -132,6 +137,12 @@ def error_code(response: httpx.Response) -> str:
 # -- fixtures -------------------------------------------------------------------------------
 
 
+@pytest.fixture(scope="module", autouse=True)
+def close_http_client():
+    yield
+    http.close()
+
+
 @pytest.fixture(scope="module")
 def tokens_server(tmp_path_factory, example_base_file):
     folder = tmp_path_factory.mktemp("tokens-server")
@@ -200,6 +211,7 @@ def in_process(small_base, tmp_path):
     def start(**options):
         options.setdefault("poll_s", 0)
         options.setdefault("access_log", False)
+        options.setdefault("log", lambda line: None)
         server = make_server([str(small_base)], port=0, environ={}, **options)
         thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
         thread.start()
@@ -217,7 +229,7 @@ def in_process(small_base, tmp_path):
 
 
 def test_health_needs_no_token(tokens_server):
-    response = httpx.get(f"{tokens_server.url}/v1/health")
+    response = http.get(f"{tokens_server.url}/v1/health")
     assert response.status_code == 200
     assert response.json() == {"status": "ok", "version": "0.1.0"}
     assert response.headers["x-content-type-options"] == "nosniff"
@@ -225,7 +237,7 @@ def test_health_needs_no_token(tokens_server):
 
 
 def test_bases_lists_what_each_token_may_see(tokens_server):
-    every = httpx.get(f"{tokens_server.url}/v1/bases", headers=auth(TOKEN_ALL)).json()["bases"]
+    every = http.get(f"{tokens_server.url}/v1/bases", headers=auth(TOKEN_ALL)).json()["bases"]
     assert [b["name"] for b in every] == ["handbook", "words"]
     handbook = every[0]
     assert handbook["state"] == "Waiting" and handbook["documents"] > 5
@@ -233,13 +245,13 @@ def test_bases_lists_what_each_token_may_see(tokens_server):
     assert every[1]["chunks_without_vector"] == every[1]["chunks"]
     for key in ("kind", "sources", "chunks", "reranker", "searches_per_day"):
         assert key in handbook
-    scoped = httpx.get(f"{tokens_server.url}/v1/bases", headers=auth(TOKEN_HANDBOOK)).json()
+    scoped = http.get(f"{tokens_server.url}/v1/bases", headers=auth(TOKEN_HANDBOOK)).json()
     assert [b["name"] for b in scoped["bases"]] == ["handbook"]
 
 
 def test_search_one_base_is_the_libraries_answer(tokens_server):
     body = {"question": "Xid 79", "mode": "keyword", "top_k": 3, "rerank": False}
-    response = httpx.post(
+    response = http.post(
         f"{tokens_server.url}/v1/bases/words/search", json=body, headers=auth(TOKEN_WORDS)
     )
     assert response.status_code == 200
@@ -254,13 +266,13 @@ def test_search_one_base_is_the_libraries_answer(tokens_server):
 
 def test_search_by_meaning_and_with_filters(tokens_server):
     url = f"{tokens_server.url}/v1/bases/handbook/search"
-    meaning = httpx.post(
+    meaning = http.post(
         url,
         json={"question": "how many holidays do I get", "mode": "dense"},
         headers=auth(TOKEN_ALL),
     ).json()
     assert meaning["mode"] == "dense" and meaning["results"][0]["scores"]["dense_rank"] == 1
-    filtered = httpx.post(
+    filtered = http.post(
         url,
         json={
             "question": "travel",
@@ -276,7 +288,7 @@ def test_search_by_meaning_and_with_filters(tokens_server):
 
 def test_search_several_bases_merges_and_names_each_base(tokens_server):
     url, token = tokens_server.url, auth(TOKEN_ALL)
-    response = httpx.post(
+    response = http.post(
         f"{url}/v1/search",
         json={
             "question": "Xid 79 GPU",
@@ -299,7 +311,7 @@ def test_search_several_bases_merges_and_names_each_base(tokens_server):
     assert all(r["score"] == r["scores"]["fused"] for r in results)
     assert results[0]["text"] == results[1]["text"]
 
-    hybrid = httpx.post(
+    hybrid = http.post(
         f"{url}/v1/search",
         json={"question": "Xid 79 GPU", "bases": ["words", "handbook"], "top_k": 4},
         headers=token,
@@ -315,30 +327,43 @@ def test_search_several_bases_merges_and_names_each_base(tokens_server):
 def test_index_starts_now_and_is_refused_while_running(open_server):
     """POST index starts the 2,000-file folder; a second is 409; searches answer meanwhile."""
     url = open_server.url
-    started = httpx.post(f"{url}/v1/bases/big/index", json={})
+    started = http.post(f"{url}/v1/bases/big/index", json={})
     assert started.status_code == 202 and started.json() == {"state": "Indexing"}
-    again = httpx.post(f"{url}/v1/bases/big/index", headers={"Content-Type": "application/json"})
+    again = http.post(f"{url}/v1/bases/big/index", headers={"Content-Type": "application/json"})
     assert again.status_code == 409 and error_code(again) == "BASE_BUSY"
 
     answered_while_indexing = 0
     found = set()
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        before = httpx.get(f"{url}/v1/bases").json()["bases"][0]
+        before = http.get(f"{url}/v1/bases").json()["bases"][0]
         if before["state"] != "Indexing":
             break
-        response = httpx.post(
+        response = http.post(
             f"{url}/v1/bases/big/search", json={"question": "quarterly report widget 5"}
         )
         assert response.status_code == 200, response.text
         found.add(len(response.json()["results"]))
-        after = httpx.get(f"{url}/v1/bases").json()["bases"][0]
+        after = http.get(f"{url}/v1/bases").json()["bases"][0]
         answered_while_indexing += after["state"] == "Indexing"
     assert answered_while_indexing >= 1
-    final = httpx.get(f"{url}/v1/bases").json()["bases"][0]
+    final = http.get(f"{url}/v1/bases").json()["bases"][0]
     assert final["state"] == "Waiting" and final["documents"] == BIG_FILES
     assert final["last_indexing"]["state"] == "done"
-    assert httpx.post(f"{url}/v1/bases/big/index", json={}).status_code == 202
+    assert http.post(f"{url}/v1/bases/big/index", json={}).status_code == 202
+
+
+def test_index_needs_no_body_and_the_base_shows_indexing(tokens_server):
+    url, token = tokens_server.url, auth(TOKEN_ALL)
+    started = http.post(f"{url}/v1/bases/words/index", headers=token)  # no body, no type
+    assert started.status_code == 202
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        words = http.get(f"{url}/v1/bases", headers=token).json()["bases"][1]
+        if words["state"] == "Waiting":
+            break
+        time.sleep(0.1)
+    assert words["state"] == "Waiting" and words["last_indexing"]["state"] == "done"
 
 
 # -- errors ---------------------------------------------------------------------------------
@@ -362,7 +387,7 @@ BAD_BODIES = [
     json.dumps({"question": "x", "top_k": 0}).encode(),
     json.dumps({"question": "x", "top_k": 101}).encode(),
     json.dumps({"question": "x", "top_k": True}).encode(),
-    json.dumps({"question": "x", "top_k": 2.0}).encode(),
+    json.dumps({"question": "x", "top_k": 2.5}).encode(),
     json.dumps({"question": "x", "top_k": "3"}).encode(),
     json.dumps({"question": "x", "rerank": "yes"}).encode(),
     json.dumps({"question": "x", "rerank": 1}).encode(),
@@ -380,7 +405,7 @@ BAD_BODIES = [
 
 @pytest.mark.parametrize("body", BAD_BODIES, ids=range(len(BAD_BODIES)))
 def test_a_bad_search_body_is_400(tokens_server, body):
-    response = httpx.post(
+    response = http.post(
         f"{tokens_server.url}/v1/bases/words/search",
         content=body,
         headers={**auth(TOKEN_ALL), "Content-Type": "application/json"},
@@ -400,34 +425,34 @@ def test_a_bad_search_body_is_400(tokens_server, body):
     ],
 )
 def test_a_bad_several_bases_body_is_400(tokens_server, body):
-    response = httpx.post(f"{tokens_server.url}/v1/search", json=body, headers=auth(TOKEN_ALL))
+    response = http.post(f"{tokens_server.url}/v1/search", json=body, headers=auth(TOKEN_ALL))
     assert response.status_code == 400 and error_code(response) == "INVALID_REQUEST"
 
 
 def test_not_found_wrong_method_and_media_type(tokens_server):
     url, token = tokens_server.url, auth(TOKEN_ALL)
     for response in (
-        httpx.post(f"{url}/v1/bases/nope/search", json={"question": "x"}, headers=token),
-        httpx.post(f"{url}/v1/bases/nope/index", json={}, headers=token),
-        httpx.post(f"{url}/v1/search", json={"question": "x", "bases": ["nope"]}, headers=token),
+        http.post(f"{url}/v1/bases/nope/search", json={"question": "x"}, headers=token),
+        http.post(f"{url}/v1/bases/nope/index", json={}, headers=token),
+        http.post(f"{url}/v1/search", json={"question": "x", "bases": ["nope"]}, headers=token),
     ):
         assert response.status_code == 404 and error_code(response) == "BASE_NOT_FOUND"
-    missing = httpx.get(f"{url}/v1/nothing", headers=token)
+    missing = http.get(f"{url}/v1/nothing", headers=token)
     assert missing.status_code == 404 and error_code(missing) == "NOT_FOUND"
     for method, path in (("DELETE", "/v1/bases"), ("GET", "/v1/search"), ("PUT", "/v1/health")):
-        wrong = httpx.request(method, f"{url}{path}", headers=token)
+        wrong = http.request(method, f"{url}{path}", headers=token)
         assert wrong.status_code == 405 and error_code(wrong) == "METHOD_NOT_ALLOWED"
         assert wrong.headers["allow"]
-    as_form = httpx.post(f"{url}/v1/bases/words/search", data={"question": "x"}, headers=token)
+    as_form = http.post(f"{url}/v1/bases/words/search", data={"question": "x"}, headers=token)
     assert as_form.status_code == 415 and error_code(as_form) == "UNSUPPORTED_MEDIA_TYPE"
     assert (
-        httpx.post(f"{url}/v1/bases/words/index", json={"now": 1}, headers=token).status_code == 400
+        http.post(f"{url}/v1/bases/words/index", json={"now": 1}, headers=token).status_code == 400
     )
 
 
 def test_dense_without_its_model_is_503(tokens_server):
     for path, extra in (("/v1/bases/words/search", {}), ("/v1/search", {"bases": ["words"]})):
-        response = httpx.post(
+        response = http.post(
             f"{tokens_server.url}{path}",
             json={"question": "vacation", "mode": "dense", **extra},
             headers=auth(TOKEN_ALL),
@@ -438,7 +463,7 @@ def test_dense_without_its_model_is_503(tokens_server):
 
 def test_size_limits(tokens_server):
     url, port = tokens_server.url, tokens_server.port
-    too_big = httpx.post(
+    too_big = http.post(
         f"{url}/v1/bases/words/search",
         content=json.dumps({"question": "x" * 70_000}).encode(),
         headers={**auth(TOKEN_ALL), "Content-Type": "application/json"},
@@ -474,9 +499,9 @@ def test_no_or_unknown_token_is_401(tokens_server):
         {"Authorization": "Basic eDp5"},
     ):
         for response in (
-            httpx.get(f"{url}/v1/bases", headers=headers),
-            httpx.post(f"{url}/v1/bases/words/search", json={"question": "x"}, headers=headers),
-            httpx.post(f"{url}/v1/bases/words/index", json={}, headers=headers),
+            http.get(f"{url}/v1/bases", headers=headers),
+            http.post(f"{url}/v1/bases/words/search", json={"question": "x"}, headers=headers),
+            http.post(f"{url}/v1/bases/words/index", json={}, headers=headers),
         ):
             assert response.status_code == 401 and error_code(response) == "UNAUTHORIZED"
             assert response.headers["www-authenticate"].startswith("Bearer")
@@ -484,22 +509,22 @@ def test_no_or_unknown_token_is_401(tokens_server):
 
 def test_a_token_for_one_base_cannot_use_another(tokens_server):
     url, token = tokens_server.url, auth(TOKEN_WORDS)
-    ok = httpx.post(f"{url}/v1/bases/words/search", json={"question": "travel"}, headers=token)
+    ok = http.post(f"{url}/v1/bases/words/search", json={"question": "travel"}, headers=token)
     assert ok.status_code == 200
     refused = [
-        httpx.post(f"{url}/v1/bases/handbook/search", json={"question": "x"}, headers=token),
-        httpx.post(f"{url}/v1/bases/handbook/index", json={}, headers=token),
-        httpx.post(
+        http.post(f"{url}/v1/bases/handbook/search", json={"question": "x"}, headers=token),
+        http.post(f"{url}/v1/bases/handbook/index", json={}, headers=token),
+        http.post(
             f"{url}/v1/search",
             json={"question": "x", "bases": ["words", "handbook"]},
             headers=token,
         ),
         # a base it may not use is refused whether or not it exists: names are not revealed
-        httpx.post(f"{url}/v1/bases/secret-base/search", json={"question": "x"}, headers=token),
+        http.post(f"{url}/v1/bases/secret-base/search", json={"question": "x"}, headers=token),
     ]
     for response in refused:
         assert response.status_code == 403 and error_code(response) == "FORBIDDEN"
-    listed = httpx.get(f"{url}/v1/bases", headers=token).json()["bases"]
+    listed = http.get(f"{url}/v1/bases", headers=token).json()["bases"]
     assert [b["name"] for b in listed] == ["words"]
 
 
@@ -515,16 +540,16 @@ def test_the_question_is_never_stored_nor_logged(tokens_server):
         ("/v1/bases/words/search", {"question": SECRET}),
         ("/v1/search", {"question": SECRET, "bases": ["handbook", "words"]}),
     ):
-        assert httpx.post(url + path, json=body, headers=token).status_code == 200
+        assert http.post(url + path, json=body, headers=token).status_code == 200
         asked += 1
     # refusals that carry the question
-    httpx.post(f"{url}/v1/bases/words/search", json={"question": SECRET, "top_k": 0}, headers=token)
-    httpx.post(
+    http.post(f"{url}/v1/bases/words/search", json={"question": SECRET, "top_k": 0}, headers=token)
+    http.post(
         f"{url}/v1/bases/words/search", json={"question": SECRET, "mode": "dense"}, headers=token
     )
-    httpx.post(f"{url}/v1/bases/words/search", json={"question": SECRET * 3000}, headers=token)
-    httpx.get(f"{url}/v1/bases?question=zanzibar+quokkas", headers=token)
-    bases = httpx.get(f"{url}/v1/bases", headers=token).json()["bases"]
+    http.post(f"{url}/v1/bases/words/search", json={"question": SECRET * 3000}, headers=token)
+    http.get(f"{url}/v1/bases?question=zanzibar+quokkas", headers=token)
+    bases = http.get(f"{url}/v1/bases", headers=token).json()["bases"]
     counted = {b["name"]: sum(b["searches_per_day"].values()) for b in bases}
     assert counted["handbook"] >= 3 and counted["words"] >= 2
 
@@ -548,7 +573,7 @@ def test_an_unexpected_error_is_500_with_no_detail_and_no_question_logged(in_pro
         raise RuntimeError(f"failed on {request.question}")
 
     server.service.search = broken
-    response = httpx.post(f"{server.url}/v1/bases/small/search", json={"question": SECRET})
+    response = http.post(f"{server.url}/v1/bases/small/search", json={"question": SECRET})
     assert response.status_code == 500
     assert response.json() == {"error": {"code": "INTERNAL_ERROR", "message": "internal error"}}
     logged = capfd.readouterr().err
@@ -599,7 +624,7 @@ def test_a_slow_client_does_not_block_others_and_is_cut_off(open_server):
                     sock.sendall(b"z")
                 except OSError:
                     pass
-            response = httpx.post(
+            response = http.post(
                 f"{open_server.url}/v1/bases/live/search", json={"question": "travel"}, timeout=10
             )
             assert response.status_code == 200
@@ -628,7 +653,7 @@ def test_a_full_queue_is_answered_503_at_once(in_process):
     finally:
         for sock in held:
             sock.close()
-    assert httpx.get(f"{server.url}/v1/health").status_code == 200
+    assert http.get(f"{server.url}/v1/health").status_code == 200
 
 
 # -- access rules at start, loopback, the console, polling ----------------------------------
@@ -671,10 +696,10 @@ def test_start_refusals(small_base, tmp_path):
 
 def test_without_tokens_only_loopback_names_are_answered(open_server):
     url = open_server.url
-    assert httpx.get(f"{url}/v1/bases").status_code == 200
-    rebound = httpx.get(f"{url}/v1/bases", headers={"Host": "evil.example:80"})
+    assert http.get(f"{url}/v1/bases").status_code == 200
+    rebound = http.get(f"{url}/v1/bases", headers={"Host": "evil.example:80"})
     assert rebound.status_code == 403 and error_code(rebound) == "FORBIDDEN"
-    named = httpx.get(f"http://localhost:{open_server.port}/v1/health")
+    named = http.get(f"http://localhost:{open_server.port}/v1/health")
     assert named.status_code == 200
 
 
@@ -692,7 +717,7 @@ def test_the_console_is_served_as_static_files(in_process, tmp_path):
     server = in_process(console_dir=console)
     url = server.url
 
-    page = httpx.get(f"{url}/")
+    page = http.get(f"{url}/")
     assert page.status_code == 200 and "Metis" in page.text
     assert page.headers["content-type"] == "text/html; charset=utf-8"
     assert page.headers["content-security-policy"].startswith("default-src 'self'")
@@ -702,10 +727,10 @@ def test_the_console_is_served_as_static_files(in_process, tmp_path):
         ("/style.css", "text/css; charset=utf-8"),
         ("/icons/logo.svg", "image/svg+xml"),
     ):
-        response = httpx.get(url + path)
+        response = http.get(url + path)
         assert response.status_code == 200 and response.headers["content-type"] == kind
     for path in ("/icons/", "/icons", "/.secret.html", "/notes.py", "/link.html", "/missing.js"):
-        assert httpx.get(url + path).status_code == 404, path
+        assert http.get(url + path).status_code == 404, path
     for path in (
         b"/../outside.html",
         b"/%2e%2e/outside.html",
@@ -715,7 +740,7 @@ def test_the_console_is_served_as_static_files(in_process, tmp_path):
     ):
         answer = raw_request(server.port, b"GET " + path + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         assert status_of(answer) == 404 and b"OUTSIDE-THE-CONSOLE" not in answer
-    assert httpx.post(f"{url}/app.js", content=b"").status_code == 405
+    assert http.post(f"{url}/app.js", content=b"").status_code == 405
 
 
 def test_sources_are_kept_up_to_date_by_polling(in_process, tmp_path):
@@ -723,7 +748,7 @@ def test_sources_are_kept_up_to_date_by_polling(in_process, tmp_path):
     (tmp_path / "docs" / "c.md").write_text("# Gamma\n\nA flibbertigibbet passage.\n", "utf-8")
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        answer = httpx.post(
+        answer = http.post(
             f"{server.url}/v1/bases/small/search",
             json={"question": "flibbertigibbet", "mode": "keyword"},
         ).json()
@@ -731,3 +756,65 @@ def test_sources_are_kept_up_to_date_by_polling(in_process, tmp_path):
             break
         time.sleep(0.2)
     assert answer["results"][0]["citation"]["document"] == "c.md"
+
+
+# -- any body: a 400 or an answer, never anything else --------------------------------------
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+FIELD_VALUES = {
+    "question": st.text(max_size=40),
+    "mode": st.sampled_from(["hybrid", "dense", "keyword", "other"]),
+    "top_k": st.integers(-2, 120) | st.floats(0, 120) | st.booleans(),
+    "rerank": st.booleans() | st.none(),
+    "filters": st.fixed_dictionaries(
+        {},
+        optional={
+            "path_prefix": st.text(max_size=10),
+            "kinds": st.lists(st.sampled_from(["md", "txt", "pdf", "note", "exe"]), max_size=3),
+            "sources": st.lists(st.text(max_size=8), max_size=2),
+        },
+    )
+    | JSON,
+    "bases": st.lists(st.sampled_from(["small", "other"]), max_size=3) | JSON,
+}
+BODIES = st.fixed_dictionaries({}, optional=FIELD_VALUES) | JSON
+
+
+@settings(max_examples=150, deadline=None)
+@given(body=BODIES)
+def test_any_body_parses_or_is_invalid_request(body):
+    raw = json.dumps(body).encode()
+    for many in (False, True):
+        try:
+            parse_search(raw, many=many)
+        except InvalidRequest:
+            pass
+
+
+def test_any_body_is_answered_or_refused_never_500(in_process):
+    server = in_process()
+    optional = {k: v for k, v in FIELD_VALUES.items() if k != "question"}
+
+    @settings(
+        max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    )
+    @given(body=st.fixed_dictionaries({"question": st.text(max_size=40)}, optional=optional))
+    def ask(body):
+        for path in ("/v1/bases/small/search", "/v1/search"):
+            response = http.post(
+                server.url + path,
+                content=json.dumps(body).encode(),  # NaN and Infinity as Python writes them
+                headers={"Content-Type": "application/json"},
+                timeout=30,
+            )
+            assert response.status_code in (200, 400, 404, 503), response.text
+            if response.status_code != 200:
+                assert set(response.json()) == {"error"}
+
+    ask()
