@@ -4,8 +4,11 @@ on both cores.
 Sorting by length keeps padding (work on nothing) small; small sub-batches keep temporaries
 small. Two worker threads each run whole sub-batches while BLAS runs one thread apiece: NumPy
 releases the GIL inside its loops, so the element-wise steps (GELU, softmax, LayerNorm), which
-NumPy runs on one core, also use both. One sub-batch (a question) runs in the caller's thread
-with BLAS as it is.
+NumPy runs on one core, also use both. One sub-batch (a question) runs in the caller's thread.
+BLAS stays at one thread for the whole call (threadpoolctl), a question's too: OpenBLAS's own
+threads gain little on these sizes and lose badly when other processes hold the cores (a
+question's small matrix products measured 10× slower with two BLAS threads on a busy machine).
+Without threadpoolctl, everything runs in the caller's thread with BLAS as it is.
 
 A sequence's result does not depend on the others in its sub-batch: padding is masked out of
 attention and every other step works row by row, so a text embedded alone or in a batch gets
@@ -18,6 +21,7 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
@@ -44,8 +48,10 @@ class BatchRunner:
     def __init__(self, encoder: BertEncoder, *, workers: int = WORKERS) -> None:
         self.encoder = encoder
         workers = max(1, min(workers, os.cpu_count() or 1))
-        self._blas = _blas_controller() if workers > 1 else None
-        self._pool = ThreadPoolExecutor(workers, "bert") if self._blas is not None else None
+        self._blas = _blas_controller()
+        self._pool = None
+        if workers > 1 and self._blas is not None:
+            self._pool = ThreadPoolExecutor(workers, "bert")
         self._lock = threading.Lock()
 
     def run(
@@ -54,16 +60,14 @@ class BatchRunner:
         """`head`'s rows for each (ids, type_ids) sequence, in the sequences' order."""
         order = sorted(range(len(sequences)), key=lambda n: len(sequences[n][0]))
         batches = _buckets([len(sequences[n][0]) for n in order])
-        with self._lock:
+        with self._lock, self._single_threaded_blas():
             if self._pool is None or len(batches) < 2:
                 parts = [self._one(sequences, order[a:b], head) for a, b in batches]
             else:
-                with self._single_threaded_blas():
-                    futures = [
-                        self._pool.submit(self._one, sequences, order[a:b], head)
-                        for a, b in batches
-                    ]
-                    parts = [future.result() for future in futures]
+                futures = [
+                    self._pool.submit(self._one, sequences, order[a:b], head) for a, b in batches
+                ]
+                parts = [future.result() for future in futures]
         if not parts:
             raise ValueError("no sequences to run")
         out = np.empty((len(sequences), parts[0].shape[1]), parts[0].dtype)
@@ -93,6 +97,8 @@ class BatchRunner:
         return head(self.encoder.forward(ids, types, mask), mask)
 
     def _single_threaded_blas(self) -> Any:
+        if self._blas is None:
+            return nullcontext()
         return self._blas.limit(limits=1, user_api="blas")
 
 

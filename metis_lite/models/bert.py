@@ -8,15 +8,17 @@
     folder/tokenizer.json       read with `tokenizers`
 
 The network is the one `transformers` runs at inference: embeddings (word + position + token
-type) and LayerNorm, then per layer masked multi-head self-attention, a residual and LayerNorm,
-a GELU feed-forward, a residual and LayerNorm. GELU is the exact erf form (HF "gelu"), with erf
-from Abramowitz & Stegun 7.1.26 (absolute error under 1.5e-7), since NumPy has no erf.
+type) and LayerNorm, then per layer multi-head self-attention (each sequence over its own
+tokens, which is what the attention mask does to padding), a residual and LayerNorm, a GELU
+feed-forward, a residual and LayerNorm. GELU is the exact erf form (HF "gelu"), with erf
+from Abramowitz & Stegun 7.1.28 (absolute error under 3e-7), since NumPy has no erf.
 
-Speed on two cores is about keeping temporaries small (a fresh 50 MB array costs ~100 ms in page
-faults) and element-wise work cheap: the query, key and value projections are one matmul, the
-1/sqrt(head size) scale is folded into the query weights, attention runs a few sequences at a
-time, the feed-forward runs in blocks of rows, and every element-wise step writes in place.
-Batching by length and the use of both cores are `batching.py`'s business.
+Matrix products are ~80 % of the time; the rest is about keeping temporaries small (a fresh
+50 MB array costs ~100 ms in page faults) and element-wise work cheap: the query, key and value
+projections are one matmul, the 1/sqrt(head size) scale is folded into the query weights,
+attention scores are made a few heads at a time so that the softmax runs in cache, the
+feed-forward runs in blocks of rows, and every element-wise step writes in place. Batching by
+length and the use of both cores are `batching.py`'s business.
 """
 
 from __future__ import annotations
@@ -36,17 +38,30 @@ MODEL_TYPES = {"bert": 0, "roberta": None, "xlm-roberta": None, "camembert": Non
 
 GELU_ACTIVATIONS = ("gelu",)
 
-ATTENTION_FLOATS = 1 << 20
-"""Attention scores held at once (4 MB): sequences per step = this // (heads × length²)."""
+ATTENTION_FLOATS = 1 << 17
+"""Attention scores held at once (512 kB, so that the softmax runs in cache): several short
+sequences at a time, or a few heads of a long one."""
 
-FFN_ROWS = 256
+FFN_ROWS = 128
 """Tokens per feed-forward block: its (rows × intermediate) activations stay in cache."""
+
+EXP_SAFE = 80.0
+"""Attention scores below this cannot overflow float32's exp (e^88.7) even summed over 512."""
+
+SHIFT_FREE_LENGTH = 64
+"""Sequences at least this long check whether the softmax may skip its max shift."""
 
 _DTYPE = np.float32
 
-# Abramowitz & Stegun 7.1.26: erf(z) ≈ 1 - t·P(t)·exp(-z²), t = 1/(1 + p·z), z ≥ 0.
-_AS_P = 0.3275911
-_AS_COEFFS = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
+# Abramowitz & Stegun 7.1.28, |error| ≤ 3e-7: erf(z) ≈ 1 - (1 + Σ aₖ zᵏ)⁻¹⁶, z ≥ 0; here
+# for z = |x|/√2, so aₖ / √2ᵏ are the coefficients of |x|.
+_ERF_COEFFS = tuple(
+    np.float32(c / np.sqrt(2.0) ** k)
+    for k, c in enumerate(
+        (0.0705230784, 0.0422820123, 0.0092705272, 0.0001520143, 0.0002765672, 0.0000430638),
+        start=1,
+    )
+)
 
 
 @dataclass(frozen=True)
@@ -231,7 +246,7 @@ class BertEncoder:
                     ln1_b=get(at + "attention.output.LayerNorm.bias", (h,)),
                     ffn_in_w=np.ascontiguousarray(get(at + "intermediate.dense.weight", (i, h)).T),
                     ffn_in_b=get(at + "intermediate.dense.bias", (i,)),
-                    ffn_out_w=np.ascontiguousarray(get(at + "output.dense.weight", (h, i)).T),
+                    ffn_out_w=np.ascontiguousarray(get(at + "output.dense.weight", (h, i)).T * 0.5),
                     ffn_out_b=get(at + "output.dense.bias", (h,)),
                     ln2_g=get(at + "output.LayerNorm.weight", (h,)),
                     ln2_b=get(at + "output.LayerNorm.bias", (h,)),
@@ -240,7 +255,7 @@ class BertEncoder:
 
     def forward(self, ids: np.ndarray, type_ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         """Last hidden states (batch, length, hidden) for right-padded `ids` (batch, length);
-        `mask` is 1 on real tokens, 0 on padding (whose rows come out as garbage)."""
+        `mask` is 1 on each sequence's tokens, then 0 on its padding (whose rows are junk)."""
         cfg = self.config
         batch, length = ids.shape
         if length > cfg.max_positions:
@@ -253,35 +268,14 @@ class BertEncoder:
             x += self.token_type[0]
         x = x.reshape(batch * length, cfg.hidden_size)
         layer_norm_(x, self.emb_ln_g, self.emb_ln_b, cfg.layer_norm_eps)
-        bias = None
-        if not mask.all():
-            bias = np.where(mask[:, None, None, :] > 0, 0.0, -np.inf).astype(_DTYPE)
+        lengths = np.count_nonzero(mask, axis=1).tolist()
         for layer in self.layers:
-            x = self._layer(x, layer, batch, length, bias)
+            x = self._layer(x, layer, lengths)
         return x.reshape(batch, length, cfg.hidden_size)
 
-    def _layer(
-        self, x: np.ndarray, layer: _Layer, batch: int, length: int, bias: np.ndarray | None
-    ) -> np.ndarray:
+    def _layer(self, x: np.ndarray, layer: _Layer, lengths: list[int]) -> np.ndarray:
         cfg = self.config
-        heads, size = cfg.num_heads, cfg.head_size
-        qkv = x @ layer.qkv_w
-        qkv += layer.qkv_b
-        split = qkv.reshape(batch, length, 3, heads, size)
-        q = split[:, :, 0].transpose(0, 2, 1, 3)
-        k = split[:, :, 1].transpose(0, 2, 3, 1)
-        v = split[:, :, 2].transpose(0, 2, 1, 3)
-        context = np.empty((batch, length, heads, size), _DTYPE)
-        step = max(1, ATTENTION_FLOATS // (heads * length * length))
-        for start in range(0, batch, step):
-            end = min(batch, start + step)
-            scores = np.matmul(q[start:end], k[start:end])
-            if bias is not None:
-                scores += bias[start:end]
-            softmax_(scores)
-            np.matmul(scores, v[start:end], out=context[start:end].transpose(0, 2, 1, 3))
-        attended = context.reshape(batch * length, cfg.hidden_size) @ layer.out_w
-        attended += layer.out_b
+        attended = self._attention(x @ layer.qkv_w, layer, lengths)
         attended += x
         layer_norm_(attended, layer.ln1_g, layer.ln1_b, cfg.layer_norm_eps)
         out = np.empty_like(attended)
@@ -289,12 +283,63 @@ class BertEncoder:
             rows = slice(start, start + FFN_ROWS)
             inner = attended[rows] @ layer.ffn_in_w
             inner += layer.ffn_in_b
-            gelu_(inner)
+            gelu2_(inner)  # 2·GELU: ffn_out_w holds half the weights
             np.matmul(inner, layer.ffn_out_w, out=out[rows])
         out += layer.ffn_out_b
         out += attended
         layer_norm_(out, layer.ln2_g, layer.ln2_b, cfg.layer_norm_eps)
         return out
+
+    def _attention(self, qkv: np.ndarray, layer: _Layer, lengths: list[int]) -> np.ndarray:
+        """Multi-head self-attention and its output projection, (batch × length, hidden).
+
+        Short sequences of the full length run several at a time; any other runs alone over
+        its own tokens only (padding costs nothing and needs no mask), a few heads at a time."""
+        cfg = self.config
+        heads, size = cfg.num_heads, cfg.head_size
+        batch, length = len(lengths), qkv.shape[0] // len(lengths)
+        qkv += layer.qkv_b
+        split = qkv.reshape(batch, length, 3, heads, size)
+        q = split[:, :, 0].transpose(0, 2, 1, 3)
+        k = split[:, :, 1].transpose(0, 2, 3, 1)
+        v = split[:, :, 2].transpose(0, 2, 1, 3)
+        safe = _exp_cannot_overflow(split)
+        context = np.empty((batch, length, heads, size), _DTYPE)
+        step = ATTENTION_FLOATS // (heads * length * length)
+        start = 0
+        while start < batch:
+            n = lengths[start]
+            if n == length and step > 1:
+                end = start + 1
+                while end < min(batch, start + step) and lengths[end] == length:
+                    end += 1
+                scores = np.matmul(q[start:end], k[start:end])
+                softmax_(scores, shift=not safe)
+                np.matmul(scores, v[start:end], out=context[start:end].transpose(0, 2, 1, 3))
+                start = end
+                continue
+            group = max(1, ATTENTION_FLOATS // (n * n))
+            for h in range(0, heads, group):
+                hs = slice(h, h + group)
+                scores = np.matmul(q[start, hs, :n], k[start, hs, :, :n])
+                softmax_(scores, shift=not safe)
+                np.matmul(scores, v[start, hs, :n], out=context[start, :n, hs].transpose(1, 0, 2))
+            context[start, n:] = 0.0
+            start += 1
+        attended = context.reshape(batch * length, cfg.hidden_size) @ layer.out_w
+        attended += layer.out_b
+        return attended
+
+
+def _exp_cannot_overflow(split: np.ndarray) -> bool:
+    """Whether no attention score can pass EXP_SAFE, as |q·k| ≤ max‖q‖ · max‖k‖ in each head:
+    then the softmax may skip subtracting each row's maximum (two passes over the scores). Only
+    worth its pass over q and k when the scores (length² per head) outnumber them."""
+    if split.shape[1] < SHIFT_FREE_LENGTH:
+        return False
+    q_and_k = split[:, :, :2]
+    squares = np.einsum("bltnd,bltnd->bltn", q_and_k, q_and_k).max(axis=(0, 1))
+    return bool(np.sqrt(squares[0] * squares[1]).max() < EXP_SAFE)
 
 
 def layer_norm_(x: np.ndarray, gain: np.ndarray, bias: np.ndarray, eps: float) -> None:
@@ -310,30 +355,30 @@ def layer_norm_(x: np.ndarray, gain: np.ndarray, bias: np.ndarray, eps: float) -
     x += bias
 
 
-def softmax_(scores: np.ndarray) -> None:
-    """Softmax over the last axis, in place (masked entries are -inf and become 0)."""
-    scores -= scores.max(axis=-1, keepdims=True)
+def softmax_(scores: np.ndarray, *, shift: bool = True) -> None:
+    """Softmax over the last axis, in place; `shift=False` when no score can overflow exp."""
+    if shift:
+        scores -= scores.max(axis=-1, keepdims=True)
     np.exp(scores, out=scores)
     total = scores.sum(axis=-1, keepdims=True)
     np.reciprocal(total, out=total)
     scores *= total
 
 
-def gelu_(x: np.ndarray) -> None:
-    """x · Φ(x), in place: relu(x) - |x|·(1 - erf(|x|/√2))/2 with erf from A&S 7.1.26."""
+def gelu2_(x: np.ndarray) -> None:
+    """2·GELU(x) = 2x·Φ(x), in place, as x + |x|·erf(|x|/√2) with erf from A&S 7.1.28:
+    1 - erf(z) = (1 + a₁z + … + a₆z⁶)⁻¹⁶, six multiply-adds and four squarings and no exp
+    (NumPy's exp costs ten of them). The factor 2 is taken back by halved weights after it."""
     a = np.abs(x)
-    t = a * np.float32(_AS_P / np.sqrt(2.0))
-    t += 1.0
-    np.reciprocal(t, out=t)
-    c1, c2, c3, c4, c5 = (np.float32(c / 2) for c in _AS_COEFFS)
-    poly = t * c5
-    for c in (c4, c3, c2, c1):
+    poly = a * _ERF_COEFFS[-1]
+    for c in _ERF_COEFFS[-2::-1]:
         poly += c
-        poly *= t
-    np.multiply(a, a, out=t)
-    t *= np.float32(-0.5)
-    np.exp(t, out=t)
-    poly *= t
+        poly *= a
+    poly += 1.0
+    with np.errstate(over="ignore"):  # |x| > ~18: poly¹⁶ is inf, 1 - erf is 0, as it should be
+        for _ in range(4):
+            poly *= poly
+    np.reciprocal(poly, out=poly)
+    poly -= 1.0
     poly *= a
-    np.maximum(x, np.float32(0.0), out=x)
     x -= poly
