@@ -26,7 +26,7 @@ import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from metis_lite import __version__
 from metis_lite.access import (
@@ -39,7 +39,6 @@ from metis_lite.access import (
 )
 from metis_lite.errors import AccessError, BaseNotFound, Forbidden, InvalidRequest, MetisError
 from metis_lite.records import Filters
-from metis_lite.service import POLL_S, SearchRequest, Service, log_stderr, open_bases
 from metis_lite.settings import KINDS, MODES, TOP_K, TOP_K_MAX
 from metis_lite.webserver import (
     QUEUE_SIZE,
@@ -50,6 +49,13 @@ from metis_lite.webserver import (
     JsonRequestHandler,
     StaticFolder,
 )
+
+if TYPE_CHECKING:  # the service (and numpy, the models…) loads when a server is made, so that
+    # wiring these flags into the CLI costs `metis-lite -h` nothing
+    from metis_lite.service import SearchRequest, Service
+
+POLL_S = 30.0
+"""Each base's sources are indexed again this often by default (0: only when asked)."""
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8080
@@ -135,6 +141,8 @@ def parse_filters(value: Any) -> Filters:
 
 def parse_search(raw: bytes, *, many: bool) -> SearchRequest:
     """A search body, checked field by field (see openapi.yaml, SearchRequest)."""
+    from metis_lite.service import SearchRequest
+
     allowed = SEARCH_FIELDS + (("bases",) if many else ())
     data = _known(json_body(raw), allowed, "the body")
     if "question" not in data:
@@ -335,7 +343,7 @@ def make_server(
     request_timeout_s: float = REQUEST_TIMEOUT_S,
     access_log: bool = True,
     console_dir: Path = CONSOLE_DIR,
-    log: Callable[[str], None] = log_stderr,
+    log: Callable[[str], None] | None = None,
 ) -> ServiceServer:
     """Open the bases, check the access rules, bind (port 0: any free port) and start the
     indexers; the caller runs `serve_forever()` and finally `close()`."""
@@ -349,6 +357,9 @@ def make_server(
     ):
         if value < low:
             raise InvalidRequest(f"{label} must be at least {low}")
+    from metis_lite.service import Service, log_stderr, open_bases
+
+    log = log or log_stderr
     bases = open_bases(paths)
     service = Service(bases, poll_s=poll_s, log=log)
     served = set(bases)

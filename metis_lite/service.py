@@ -36,9 +36,6 @@ from metis_lite.settings import TOP_K
 from metis_lite.store import IndexerLock
 from metis_lite.webserver import log_exception
 
-POLL_S = 30.0
-"""Each base's sources are indexed again this often (0: only on request)."""
-
 SEARCH_THREADS = 4
 """Bases searched side by side for one question asked of several."""
 
@@ -214,7 +211,7 @@ class Service:
         self,
         bases: dict[str, Base],
         *,
-        poll_s: float = POLL_S,
+        poll_s: float,
         search_threads: int = SEARCH_THREADS,
         log: Log = log_stderr,
     ) -> None:

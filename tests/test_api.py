@@ -786,7 +786,7 @@ FIELD_VALUES = {
 BODIES = st.fixed_dictionaries({}, optional=FIELD_VALUES) | JSON
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(body=BODIES)
 def test_any_body_parses_or_is_invalid_request(body):
     raw = json.dumps(body).encode()
