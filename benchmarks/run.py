@@ -126,6 +126,7 @@ class Built:
     vectors: np.ndarray  # the random unit vectors, row i for chunk_ids[i]
     chunk_ids: np.ndarray
     texts: list[str]
+    questions: int = QUESTIONS
 
 
 def build(size: int, work: Path, vocab: Vocabulary, log: Callable[[str], None]) -> Built:
@@ -223,7 +224,7 @@ def stages(path: Path, asks: Sequence[str], *, rerank_path: Path | None) -> dict
 def dense_peers(built: Built, log: Callable[[str], None]) -> dict:
     """Our VectorIndex.search beside NumPy, FAISS and vec0 on the same vectors and queries."""
     rng = np.random.default_rng(1)
-    queries = rng.standard_normal((QUESTIONS, DIMENSION), dtype=np.float32)
+    queries = rng.standard_normal((built.questions, DIMENSION), dtype=np.float32)
     queries /= np.linalg.norm(queries, axis=1, keepdims=True)
     with Base(built.path) as base:
         index = VectorIndex(base.model_label)
@@ -532,7 +533,7 @@ def table(results: dict) -> str:
         row(
             f"{label} (ms p50)",
             [
-                f"{d[name]['p50']:.2f} (same top 50: {d[name]['same_top50']}/{QUESTIONS})"
+                f"{d[name]['p50']:.2f} (same top 50: {d[name]['same_top50']}/{results['questions']})"
                 if name in d
                 else d["unavailable"].get(name, "n/a")
                 for d in dense
@@ -629,7 +630,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", help="also write the results as JSON to this file")
     parser.add_argument("--work", help="folder for the generated corpora and bases (default: temp)")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
+    parser.add_argument("--questions", type=int, default=QUESTIONS, help="questions per size")
+    parser.add_argument(
+        "--embed-chunks",
+        type=int,
+        help=f"chunks indexed with the embedded model ({EMBED_SUBSET:,})",
+    )
+    parser.add_argument(
+        "--passages", type=int, help="passages per round, embedded model vs torch (128)"
+    )
     args = parser.parse_args(argv)
+    args.embed_chunks = args.embed_chunks or (300 if args.quick else EMBED_SUBSET)
+    args.passages = args.passages or (64 if args.quick else 128)
     sizes = [10_000] if args.quick else [int(s) for s in args.sizes.split(",") if s.strip()]
     work = Path(args.work or tempfile.mkdtemp(prefix="metis-bench-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -639,29 +651,29 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     started = time.perf_counter()
     vocab = Vocabulary(seed=7)
-    asks = questions(vocab, QUESTIONS)
+    asks = questions(vocab, args.questions)
     results: dict = {
         "when": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": machine(),
         "corpus": (
             f"generated: Zipf({1.07}) over {len(vocab.words):,} words, ~800-character chunks, "
             f"{CHUNKS_PER_FILE} a Markdown file with a title and a heading each, seed 7; "
-            f"{QUESTIONS} questions of 3–10 words from the same law"
+            f"{args.questions} questions of 3–10 words from the same law"
         ),
+        "questions": args.questions,
         "sizes": {},
     }
     log(results["machine"])
     try:
         log("embedded model beside the torch reference …")
-        results["embedder"] = embedder_vs_torch(64 if args.quick else 128, 2)
-        log(f"indexing with the embedded model ({EMBED_SUBSET:,} chunks) …")
-        results["embedded_index"] = embedded_index_rate(
-            work, vocab, 300 if args.quick else EMBED_SUBSET
-        )
+        results["embedder"] = embedder_vs_torch(args.passages, 2)
+        log(f"indexing with the embedded model ({args.embed_chunks:,} chunks) …")
+        results["embedded_index"] = embedded_index_rate(work, vocab, args.embed_chunks)
         rerank_path = reranker_folder(work)
         for size in sizes:
             log(f"{size:,} chunks …")
             built = build(size, work, vocab, log)
+            built.questions = args.questions
             figures = {
                 "chunks": built.chunks,
                 "index_rate": built.index_rate,

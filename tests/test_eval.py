@@ -97,6 +97,7 @@ def test_why_uses_the_consoles_words():
     )
     assert why(_Signal(1, None)).startswith("close in meaning (#1); its words do not match")
     assert why(_Signal(1, None, 0.97)).endswith("; the reranker scored it 0.970")
+    assert why(_Signal(213, 1), within=50).startswith("shares words (#1); not among the closest")
 
 
 # -- a tiny BEIR collection whose answer is known -------------------------------------------

@@ -31,6 +31,7 @@ from metis_lite.evaluation import metrics
 from metis_lite.evaluation.metrics import Judged
 from metis_lite.evaluation.sets import EvalSet, Expected
 from metis_lite.records import Answer
+from metis_lite.search import candidates
 from metis_lite.settings import MODES, TOP_K, TOP_K_MAX
 
 DEEP_K = 100
@@ -291,13 +292,20 @@ def _example(better, n, outcomes, questions, signals, k) -> Example:
         expected=questions[n].expected[item].label(),
         better=better,
         ranks=tuple((mode, place(done[n], item, k)) for mode, done in outcomes.items()),
-        why=why(signals[n].get(chunk, _Signal())),
+        why=why(signals[n].get(chunk, _Signal()), within=candidates(k)),
     )
 
 
-def why(signal: _Signal) -> str:
-    """Why a passage came up, in the console's words (spec, "The three modes")."""
+def why(signal: _Signal, *, within: int | None = None) -> str:
+    """Why a passage came up, in the console's words (spec, "The three modes").
+
+    A rank past `within` (what each retriever keeps for a search of top_k = k; the deeper
+    search's lists go further) counts as not found by that retriever.
+    """
     d, w = signal.dense_rank, signal.keyword_rank
+    if within is not None:
+        d = d if d is not None and d <= within else None
+        w = w if w is not None and w <= within else None
     if d is not None and w is not None:
         text = f"close in meaning (#{d}) and shares words (#{w}) — both agree"
     elif w is not None:
