@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from metis_lite import __version__
 from metis_lite.access import (
+    OPEN,
     Grant,
     Tokens,
     check_binding,
@@ -214,7 +215,9 @@ class ServiceHandler(JsonRequestHandler):
             if method != self.command:
                 allowed_methods.append(method)
                 continue
-            grant = Grant(b"", frozenset({"*"})) if name == "health" else self._grant()
+            grant = OPEN if name == "health" else self._grant()
+            if method == "GET":
+                self.read_body()  # read (and drop) a body sent anyway, so closing resets nothing
             getattr(self, name)(grant, *(_segment(part) for part in match.groups()))
             return
         if allowed_methods:

@@ -694,6 +694,21 @@ def test_start_refusals(small_base, tmp_path):
         make_server([f"a/b={small_base}"], port=0, environ={})
 
 
+def test_tokens_from_a_file(in_process, tmp_path):
+    tokens_file = tmp_path / "tokens.json"
+    tokens_file.write_text(
+        json.dumps({"tokens": [{"token": TOKEN_WORDS, "bases": ["small"]}]}), "utf-8"
+    )
+    server = in_process(tokens_file=str(tokens_file))
+    assert http.get(f"{server.url}/v1/bases").status_code == 401
+    listed = http.get(f"{server.url}/v1/bases", headers=auth(TOKEN_WORDS))
+    assert [b["name"] for b in listed.json()["bases"]] == ["small"]
+    # with tokens, a request may name the service by any host name
+    assert (
+        http.get(f"{server.url}/v1/health", headers={"Host": "search.example"}).status_code == 200
+    )
+
+
 def test_without_tokens_only_loopback_names_are_answered(open_server):
     url = open_server.url
     assert http.get(f"{url}/v1/bases").status_code == 200
