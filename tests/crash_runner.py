@@ -1,0 +1,171 @@
+"""Run the metis-lite CLI with a fault planted at one precise point of its work.
+
+    python tests/crash_runner.py --kill sql --at 3 --pattern "INSERT INTO chunks_fts" -- index BASE
+    python tests/crash_runner.py --max-page-count 40 -- index BASE FOLDER
+
+`--kill WHERE --at N` sends the process SIGKILL (kill -9: no handler, no cleanup, no flush)
+at the Nth time it reaches WHERE:
+
+    parse        before parsing a file (metis_lite.parsing.parse)
+    chunk        before cutting a parsed document into chunks
+    sql          before a statement matching --pattern runs on a base connection (an apsw
+                 exec tracer): inside a document's transaction, between its chunk inserts
+    embed        before an embedding call is sent (the embedder's embed)
+    embedded     after the embedding model answered, before its vectors are stored
+    put_vectors  before a batch of vectors is written (Store.put_vectors)
+    wal-write    before a page is written to BASE-wal (a Python VFS): a commit half written
+    db-write     before a page is written to the base file itself: a checkpoint half done
+
+`--embed-batch N` embeds N chunks per batch (so a small corpus gives several batches),
+`--autocheckpoint N` checkpoints every N WAL pages (so db-write happens in a small run),
+`--max-page-count N` caps the base file at N pages (SQLITE_FULL, as on a full disk), and
+`--readonly` opens every base connection read-only (SQLITE_OPEN_READONLY). A run whose point is
+never reached exits as the CLI does; the tests check that it was killed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import signal
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import apsw  # noqa: E402
+
+from metis_lite import cli, ingest, parsing, store  # noqa: E402
+from metis_lite.models import http  # noqa: E402
+
+POINTS = ("parse", "chunk", "sql", "embed", "embedded", "put_vectors", "wal-write", "db-write")
+
+
+class Trigger:
+    """Counts arrivals at the planted point and kills the process at the Nth."""
+
+    def __init__(self, where: str | None, at: int) -> None:
+        self.where = where
+        self.at = at
+        self.seen = 0
+
+    def reached(self, where: str) -> None:
+        if where != self.where:
+            return
+        self.seen += 1
+        if self.seen == self.at:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+def plant(options: argparse.Namespace) -> None:
+    trigger = Trigger(options.kill, options.at)
+    if options.embed_batch:
+        ingest.EMBED_BATCH = options.embed_batch
+    pattern = re.compile(options.pattern) if options.pattern else None
+
+    real_parse = parsing.parse
+
+    def parse(*args, **kwargs):
+        trigger.reached("parse")
+        return real_parse(*args, **kwargs)
+
+    parsing.parse = parse
+
+    real_chunk = ingest.chunk
+
+    def chunk(*args, **kwargs):
+        trigger.reached("chunk")
+        return real_chunk(*args, **kwargs)
+
+    ingest.chunk = chunk
+
+    real_embed = http._HttpEmbedder.embed
+
+    def embed(self, texts):
+        trigger.reached("embed")
+        vectors = real_embed(self, texts)
+        trigger.reached("embedded")
+        return vectors
+
+    http._HttpEmbedder.embed = embed
+
+    real_put = store.Store.put_vectors
+
+    def put_vectors(self, model, items):
+        trigger.reached("put_vectors")
+        return real_put(self, model, items)
+
+    store.Store.put_vectors = put_vectors
+
+    def tracer(cursor, sql, bindings):
+        if pattern is not None and pattern.search(sql):
+            trigger.reached("sql")
+        return True
+
+    real_connect = store.connect
+
+    def connect(path, *, readonly=False):
+        connection = real_connect(path, readonly=readonly or options.readonly)
+        if options.max_page_count is not None:
+            connection.execute(f"PRAGMA max_page_count = {int(options.max_page_count)}")
+        if options.autocheckpoint is not None:
+            connection.execute(f"PRAGMA wal_autocheckpoint = {int(options.autocheckpoint)}")
+        connection.exec_trace = tracer
+        return connection
+
+    store.connect = connect
+
+    if options.kill in ("wal-write", "db-write"):
+        _install_vfs(trigger)
+
+
+def _install_vfs(trigger: Trigger) -> None:
+    """Make a counting VFS the default, so every base connection's writes pass through it."""
+    base = apsw.vfs_names()[0]  # the platform's default VFS, which does the real work
+
+    class File(apsw.VFSFile):
+        def __init__(self, filename, flags):
+            name = filename.filename() if isinstance(filename, apsw.URIFilename) else filename
+            self.kind = None
+            if name:
+                self.kind = "wal-write" if name.endswith("-wal") else None
+                if name.endswith(".db"):
+                    self.kind = "db-write"
+            super().__init__(base, filename, flags)
+
+        def xWrite(self, data, offset):  # noqa: N802 - the VFS protocol's name
+            if self.kind:
+                trigger.reached(self.kind)
+            return super().xWrite(data, offset)
+
+    class VFS(apsw.VFS):
+        def __init__(self):
+            super().__init__("crash-runner", base, makedefault=True)
+
+        def xOpen(self, name, flags):  # noqa: N802
+            return File(name, flags)
+
+    plant.vfs = VFS()  # kept alive for the life of the process
+
+
+def main(argv: list[str]) -> int:
+    if "--" not in argv:
+        print("usage: crash_runner.py [options] -- CLI ARGS", file=sys.stderr)
+        return 2
+    split = argv.index("--")
+    parser = argparse.ArgumentParser(prog="crash_runner.py")
+    parser.add_argument("--kill", choices=POINTS)
+    parser.add_argument("--at", type=int, default=1)
+    parser.add_argument("--pattern", help="regular expression over SQL (with --kill sql)")
+    parser.add_argument("--embed-batch", type=int)
+    parser.add_argument("--max-page-count", type=int)
+    parser.add_argument("--autocheckpoint", type=int)
+    parser.add_argument("--readonly", action="store_true")
+    options = parser.parse_args(argv[:split])
+    plant(options)
+    return cli.main(argv[split + 1 :])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
