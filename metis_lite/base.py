@@ -183,9 +183,16 @@ class Base:
     # -- models -----------------------------------------------------------------------------
 
     def embedder(self) -> Embedder:
+        """The base's embedding model; an HTTP one is told the dimension the base's vectors
+        have, so one wrong answer is refused rather than learnt (and every right one after
+        it refused in turn)."""
         with self._models_lock:
             if self._embedder is None:
-                self._embedder = registry.embedder_from_spec(self.spec["embedding"])
+                spec = self.spec
+                embedding = spec["embedding"]
+                if spec["dimension"] and embedding.get("provider", "embedded") != "embedded":
+                    embedding = {"dimension": spec["dimension"], **embedding}
+                self._embedder = registry.embedder_from_spec(embedding)
             return self._embedder
 
     def reranker(self) -> Reranker | None:

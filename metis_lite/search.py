@@ -218,10 +218,16 @@ def _embed_question(ctx: SearchContext, question: str, mode: str, warnings: list
         )
         return None
     if ctx.vectors.dimension is not None and query.shape[0] != ctx.vectors.dimension:
-        raise EmbeddingModelUnavailable(
+        message = (
             f"the embedding model answered dimension {query.shape[0]}, the base's vectors have "
             f"{ctx.vectors.dimension}: re-embed the base (index --reembed)"
         )
+        if mode == "dense":
+            raise EmbeddingModelUnavailable(message)
+        warnings.append(
+            Warning("EMBEDDING_MODEL_UNAVAILABLE", f"{message}: results by keywords only")
+        )
+        return None
     missing = chunk_count - ctx.vectors.count
     if missing > 0:
         warnings.append(
