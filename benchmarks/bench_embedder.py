@@ -2,7 +2,9 @@
 in-process cross-encoder.
 
     python benchmarks/bench_embedder.py [--passages 256] [--rounds 3] [--reranker PATH]
-                                        [--model PATH] [--workers N]
+                                        [--model PATH] [--workers N] [--no-reference]
+
+(after pip install . or with PYTHONPATH=.; the reference needs pip install torch transformers)
 
 Prints, for the NumPy model and for torch + transformers running the same weights (when they
 are importable; else "reference not installed"): chunks/s embedding ~250-token passages, and

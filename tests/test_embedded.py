@@ -62,6 +62,17 @@ def test_many_texts_of_mixed_lengths_keep_their_order(model):
         np.testing.assert_allclose(together[n], model.embed([texts[n]])[0], atol=2e-6)
 
 
+def test_concurrent_calls_get_their_own_vectors(model):
+    from concurrent.futures import ThreadPoolExecutor
+
+    lists = [[f"question {n} about vacation days"] * 3 + ["Xid 79 " * n] for n in range(1, 7)]
+    expected = [model.embed(texts) for texts in lists]
+    with ThreadPoolExecutor(3) as pool:
+        answers = list(pool.map(model.embed, lists))
+    for got, want in zip(answers, expected, strict=True):
+        np.testing.assert_allclose(got, want, atol=2e-6)
+
+
 def test_vectors_are_unit_length_and_similar_texts_are_closer(model):
     question, right, wrong = model.embed(
         [
@@ -112,8 +123,8 @@ def test_a_local_folder_reads_its_pooling_and_length(tmp_path, model):
         encoding = local._tokenizer.encode(text)
         assert len(encoding.ids) == 16
         hidden = local._runner.encoder.forward(
-            np.array([encoding.ids]), np.array([encoding.type_ids]), np.ones((1, 16))
-        )[0, 0]
+            np.array(encoding.ids), np.array(encoding.type_ids), [16]
+        )[0]
         np.testing.assert_allclose(
             local.embed([text])[0], hidden / np.linalg.norm(hidden), atol=1e-6
         )

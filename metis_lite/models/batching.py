@@ -1,18 +1,17 @@
-"""Run a `BertEncoder` over many token sequences: sorted by length, in small padded sub-batches,
-on both cores.
+"""Run a `BertEncoder` over many token sequences: sorted by length, packed into small
+sub-batches, on both cores.
 
-Sorting by length keeps padding (work on nothing) small; small sub-batches keep temporaries
-small. Two worker threads each run whole sub-batches while BLAS runs one thread apiece: NumPy
-releases the GIL inside its loops, so the element-wise steps (GELU, softmax, LayerNorm), which
-NumPy runs on one core, also use both. One sub-batch (a question) runs in the caller's thread.
-BLAS stays at one thread for the whole call (threadpoolctl), a question's too: OpenBLAS's own
-threads gain little on these sizes and lose badly when other processes hold the cores (a
-question's small matrix products measured 10× slower with two BLAS threads on a busy machine).
-Without threadpoolctl, everything runs in the caller's thread with BLAS as it is.
-
-A sequence's result does not depend on the others in its sub-batch: padding is masked out of
-attention and every other step works row by row, so a text embedded alone or in a batch gets
-the same vector (to float32 rounding, as BLAS may block a matrix differently).
+A sub-batch packs its sequences end to end with no padding (see `BertEncoder.forward`), so a
+text gets the same vector alone or in any batch (to float32 rounding, as BLAS may block a
+larger matrix differently). Sorting by length first puts sequences of one length side by side,
+where attention runs them together, and gives sub-batches of like cost; small sub-batches keep
+temporaries small. Two worker threads each run whole sub-batches while BLAS runs one thread
+apiece: NumPy releases the GIL inside its loops, so the element-wise steps (GELU, softmax,
+LayerNorm), which NumPy runs on one core, also use both. One sub-batch (a question) runs in the
+caller's thread. BLAS stays at one thread for the whole call (threadpoolctl), a question's too:
+OpenBLAS's own threads gain little on these sizes and lose badly when other processes hold the
+cores (a question's small matrix products measured 10× slower with two BLAS threads on a busy
+machine). Without threadpoolctl, everything runs in the caller's thread with BLAS as it is.
 """
 
 from __future__ import annotations
@@ -22,6 +21,7 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -29,8 +29,8 @@ import numpy as np
 from metis_lite.models.bert import BertEncoder
 
 TOKENS_PER_BATCH = 2048
-"""Padded tokens in one sub-batch (8 passages of 256 tokens): large enough for BLAS to run at
-full speed, small enough that its temporaries stay a few MB."""
+"""Tokens in one sub-batch (8 passages of 256 tokens): enough rows for BLAS to run at full
+speed, few enough that the temporaries stay a few MB."""
 
 SEQUENCES_PER_BATCH = 64
 """At most this many sequences in one sub-batch, however short."""
@@ -39,7 +39,8 @@ WORKERS = 2
 """Threads that run sub-batches; more than the machine's cores is never used."""
 
 Head = Callable[[np.ndarray, np.ndarray], np.ndarray]
-"""(hidden (b, length, hidden), mask (b, length)) → one row per sequence (b, d)."""
+"""(packed hidden states (tokens, hidden), each sequence's first row (b,)) → (b, d), one row
+per sequence; sequence i's rows run from starts[i] to starts[i + 1] (or the end)."""
 
 
 class BatchRunner:
@@ -85,16 +86,12 @@ class BatchRunner:
         picked: list[int],
         head: Head,
     ) -> np.ndarray:
-        length = max(len(sequences[n][0]) for n in picked)
-        ids = np.zeros((len(picked), length), np.int64)
-        types = np.zeros((len(picked), length), np.int64)
-        mask = np.zeros((len(picked), length), np.float32)
-        for row, n in enumerate(picked):
-            token_ids, type_ids = sequences[n]
-            ids[row, : len(token_ids)] = token_ids
-            types[row, : len(type_ids)] = type_ids
-            mask[row, : len(token_ids)] = 1.0
-        return head(self.encoder.forward(ids, types, mask), mask)
+        lengths = [len(sequences[n][0]) for n in picked]
+        total = sum(lengths)
+        ids = np.fromiter(chain.from_iterable(sequences[n][0] for n in picked), np.int64, total)
+        types = np.fromiter(chain.from_iterable(sequences[n][1] for n in picked), np.int64, total)
+        starts = np.cumsum([0, *lengths[:-1]])
+        return head(self.encoder.forward(ids, types, lengths), starts)
 
     def _single_threaded_blas(self) -> Any:
         if self._blas is None:
@@ -103,14 +100,15 @@ class BatchRunner:
 
 
 def _buckets(lengths: list[int]) -> list[tuple[int, int]]:
-    """[start, end) ranges over ascending `lengths`, each padded to its longest within budget."""
+    """[start, end) ranges over `lengths`, each within TOKENS_PER_BATCH and SEQUENCES_PER_BATCH
+    (a longer sequence alone)."""
     ranges: list[tuple[int, int]] = []
-    start = 0
-    for end in range(1, len(lengths) + 1):
-        size = end - start
-        if size > SEQUENCES_PER_BATCH or (size > 1 and size * lengths[end - 1] > TOKENS_PER_BATCH):
-            ranges.append((start, end - 1))
-            start = end - 1
+    start, tokens = 0, 0
+    for end, n in enumerate(lengths):
+        if end > start and (tokens + n > TOKENS_PER_BATCH or end - start >= SEQUENCES_PER_BATCH):
+            ranges.append((start, end))
+            start, tokens = end, 0
+        tokens += n
     if start < len(lengths):
         ranges.append((start, len(lengths)))
     return ranges

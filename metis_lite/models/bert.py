@@ -24,7 +24,7 @@ length and the use of both cores are `batching.py`'s business.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,7 +40,7 @@ GELU_ACTIVATIONS = ("gelu",)
 
 ATTENTION_FLOATS = 1 << 17
 """Attention scores held at once (512 kB, so that the softmax runs in cache): several short
-sequences at a time, or a few heads of a long one."""
+sequences of one length at a time, or a few heads of a long one."""
 
 FFN_ROWS = 128
 """Tokens per feed-forward block: its (rows × intermediate) activations stay in cache."""
@@ -253,29 +253,30 @@ class BertEncoder:
                 )
             )
 
-    def forward(self, ids: np.ndarray, type_ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        """Last hidden states (batch, length, hidden) for right-padded `ids` (batch, length);
-        `mask` is 1 on each sequence's tokens, then 0 on its padding (whose rows are junk)."""
+    def forward(self, ids: np.ndarray, type_ids: np.ndarray, lengths: Sequence[int]) -> np.ndarray:
+        """Last hidden states (tokens, hidden) of sequences packed end to end, no padding:
+        `ids` and `type_ids` hold each sequence's tokens after the previous one's, `lengths`
+        how many each has. Every step but attention works row by row, and attention runs
+        each sequence over its own tokens, so no sequence sees another (nor needs a mask)."""
         cfg = self.config
-        batch, length = ids.shape
-        if length > cfg.max_positions:
-            raise ModelError(f"{length} tokens exceed the model's {cfg.max_positions} positions")
+        if max(lengths) > cfg.max_positions:
+            raise ModelError(f"{max(lengths)} tokens exceed the model's {cfg.max_positions}")
+        positions = np.concatenate([np.arange(n) for n in lengths])
         x = self.word[ids]
-        x += self.position[cfg.position_offset : cfg.position_offset + length]
+        x += self.position[positions + cfg.position_offset]
         if type_ids.any():
             x += self.token_type[type_ids]
         else:
             x += self.token_type[0]
-        x = x.reshape(batch * length, cfg.hidden_size)
         layer_norm_(x, self.emb_ln_g, self.emb_ln_b, cfg.layer_norm_eps)
-        lengths = np.count_nonzero(mask, axis=1).tolist()
+        runs = _runs(lengths, cfg.num_heads)
         for layer in self.layers:
-            x = self._layer(x, layer, lengths)
-        return x.reshape(batch, length, cfg.hidden_size)
+            x = self._layer(x, layer, runs, max(lengths))
+        return x
 
-    def _layer(self, x: np.ndarray, layer: _Layer, lengths: list[int]) -> np.ndarray:
+    def _layer(self, x: np.ndarray, layer: _Layer, runs: list[_Run], longest: int) -> np.ndarray:
         cfg = self.config
-        attended = self._attention(x @ layer.qkv_w, layer, lengths)
+        attended = self._attention(x @ layer.qkv_w, layer, runs, longest)
         attended += x
         layer_norm_(attended, layer.ln1_g, layer.ln1_b, cfg.layer_norm_eps)
         out = np.empty_like(attended)
@@ -290,55 +291,58 @@ class BertEncoder:
         layer_norm_(out, layer.ln2_g, layer.ln2_b, cfg.layer_norm_eps)
         return out
 
-    def _attention(self, qkv: np.ndarray, layer: _Layer, lengths: list[int]) -> np.ndarray:
-        """Multi-head self-attention and its output projection, (batch × length, hidden).
-
-        Short sequences of the full length run several at a time; any other runs alone over
-        its own tokens only (padding costs nothing and needs no mask), a few heads at a time."""
+    def _attention(
+        self, qkv: np.ndarray, layer: _Layer, runs: list[_Run], longest: int
+    ) -> np.ndarray:
+        """Multi-head self-attention and its output projection, (tokens, hidden): each run of
+        equal-length sequences at once, a long sequence a few heads at a time."""
         cfg = self.config
         heads, size = cfg.num_heads, cfg.head_size
-        batch, length = len(lengths), qkv.shape[0] // len(lengths)
         qkv += layer.qkv_b
-        split = qkv.reshape(batch, length, 3, heads, size)
-        q = split[:, :, 0].transpose(0, 2, 1, 3)
-        k = split[:, :, 1].transpose(0, 2, 3, 1)
-        v = split[:, :, 2].transpose(0, 2, 1, 3)
-        safe = _exp_cannot_overflow(split)
-        context = np.empty((batch, length, heads, size), _DTYPE)
-        step = ATTENTION_FLOATS // (heads * length * length)
-        start = 0
-        while start < batch:
-            n = lengths[start]
-            if n == length and step > 1:
-                end = start + 1
-                while end < min(batch, start + step) and lengths[end] == length:
-                    end += 1
-                scores = np.matmul(q[start:end], k[start:end])
-                softmax_(scores, shift=not safe)
-                np.matmul(scores, v[start:end], out=context[start:end].transpose(0, 2, 1, 3))
-                start = end
-                continue
-            group = max(1, ATTENTION_FLOATS // (n * n))
+        shift = longest < SHIFT_FREE_LENGTH or not _exp_cannot_overflow(qkv, heads, size)
+        context = np.empty((qkv.shape[0], heads, size), _DTYPE)
+        for start, count, n in runs:
+            rows = slice(start, start + count * n)
+            block = qkv[rows].reshape(count, n, 3, heads, size)
+            q = block[:, :, 0].transpose(0, 2, 1, 3)
+            k = block[:, :, 1].transpose(0, 2, 3, 1)
+            v = block[:, :, 2].transpose(0, 2, 1, 3)
+            out = context[rows].reshape(count, n, heads, size).transpose(0, 2, 1, 3)
+            group = heads if count > 1 else max(1, ATTENTION_FLOATS // (n * n))
             for h in range(0, heads, group):
                 hs = slice(h, h + group)
-                scores = np.matmul(q[start, hs, :n], k[start, hs, :, :n])
-                softmax_(scores, shift=not safe)
-                np.matmul(scores, v[start, hs, :n], out=context[start, :n, hs].transpose(1, 0, 2))
-            context[start, n:] = 0.0
-            start += 1
-        attended = context.reshape(batch * length, cfg.hidden_size) @ layer.out_w
+                scores = np.matmul(q[:, hs], k[:, hs])
+                softmax_(scores, shift=shift)
+                np.matmul(scores, v[:, hs], out=out[:, hs])
+        attended = context.reshape(qkv.shape[0], cfg.hidden_size) @ layer.out_w
         attended += layer.out_b
         return attended
 
 
-def _exp_cannot_overflow(split: np.ndarray) -> bool:
+_Run = tuple[int, int, int]
+"""(first row, sequences, length): consecutive packed sequences of one length."""
+
+
+def _runs(lengths: Sequence[int], heads: int) -> list[_Run]:
+    """Group consecutive sequences of equal length whose scores fit ATTENTION_FLOATS together."""
+    runs: list[_Run] = []
+    start = 0
+    for n in lengths:
+        if runs and runs[-1][2] == n and (runs[-1][1] + 1) * heads * n * n <= ATTENTION_FLOATS:
+            first, count, _ = runs[-1]
+            runs[-1] = (first, count + 1, n)
+        else:
+            runs.append((start, 1, n))
+        start += n
+    return runs
+
+
+def _exp_cannot_overflow(qkv: np.ndarray, heads: int, size: int) -> bool:
     """Whether no attention score can pass EXP_SAFE, as |q·k| ≤ max‖q‖ · max‖k‖ in each head:
     then the softmax may skip subtracting each row's maximum (two passes over the scores). Only
     worth its pass over q and k when the scores (length² per head) outnumber them."""
-    if split.shape[1] < SHIFT_FREE_LENGTH:
-        return False
-    q_and_k = split[:, :, :2]
-    squares = np.einsum("bltnd,bltnd->bltn", q_and_k, q_and_k).max(axis=(0, 1))
+    q_and_k = qkv.reshape(qkv.shape[0], 3, heads, size)[:, :2]
+    squares = np.einsum("tknd,tknd->tkn", q_and_k, q_and_k).max(axis=0)
     return bool(np.sqrt(squares[0] * squares[1]).max() < EXP_SAFE)
 
 

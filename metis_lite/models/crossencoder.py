@@ -72,9 +72,9 @@ class CrossEncoderReranker:
     def __repr__(self) -> str:
         return f"CrossEncoderReranker({self.name!r}, labels={self.num_labels})"
 
-    def _logits(self, hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    def _logits(self, hidden: np.ndarray, starts: np.ndarray) -> np.ndarray:
         (dense_w, dense_b), (out_w, out_b) = self._dense, self._out
-        pooled = np.tanh(hidden[:, 0, :] @ dense_w + dense_b)
+        pooled = np.tanh(hidden[starts] @ dense_w + dense_b)
         return pooled @ out_w + out_b
 
 

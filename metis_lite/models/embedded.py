@@ -104,14 +104,15 @@ class EmbeddedEmbedder:
         return f"EmbeddedEmbedder({self.name!r}, dimension={self.dimension})"
 
 
-def _mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    pooled = np.matmul(mask[:, None, :], hidden)[:, 0, :]
-    pooled /= mask.sum(axis=1, keepdims=True)
+def _mean_pool(hidden: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    counts = np.diff(starts, append=hidden.shape[0]).astype(np.float32)
+    pooled = np.add.reduceat(hidden, starts, axis=0)
+    pooled /= counts[:, None]
     return _normalised(pooled)
 
 
-def _cls_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    return _normalised(np.array(hidden[:, 0, :]))
+def _cls_pool(hidden: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    return _normalised(hidden[starts])
 
 
 def _normalised(vectors: np.ndarray) -> np.ndarray:
