@@ -104,7 +104,7 @@ class FaultyModel:
                     self.connection.close()
                     self.close_connection = True
                     return
-                elif fault == "wrong-dimension":
+                elif fault == "wrong-dimension" and self.path == "/embed":
                     answer = [row[: DIMENSION // 2] for row in answer]
                 elif fault == "nan":
                     if self.path == "/embed":
@@ -326,3 +326,18 @@ def test_both_models_failing_still_answers_by_words_with_both_warnings(indexed, 
             "RERANKER_UNAVAILABLE",
         ]
         assert answer.results[0].citation.document == "doc4.md" and not answer.reranked
+
+
+def test_a_wrong_dimension_is_caught_even_when_the_base_has_not_recorded_its_own(
+    indexed, model, tmp_path
+):
+    """The search's own check (the provider has no dimension to hold the answer to)."""
+    indexed.store.set_spec({"dimension": None})
+    with Base(tmp_path / "b.db") as base:
+        model.misbehave("wrong-dimension")
+        answer = base.search("travel expenses")
+        assert [w.code for w in answer.warnings] == ["EMBEDDING_MODEL_UNAVAILABLE"]
+        assert "dimension 16, the base's vectors have 32" in answer.warnings[0].message
+        assert answer.results[0].citation.document == "doc1.md"
+        with pytest.raises(EmbeddingModelUnavailable, match="dimension 16"):
+            base.search("travel expenses", mode="dense")
