@@ -24,6 +24,7 @@ import re
 import signal
 import sys
 import threading
+import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -178,6 +179,47 @@ def parse_search(raw: bytes, *, many: bool) -> SearchRequest:
     )
 
 
+FACT_FIELDS = ("text", "stated_at", "subject", "key", "replaces")
+
+
+def parse_fact(raw: bytes) -> dict[str, Any]:
+    """A fact's body: {text, stated_at?, subject?, key?, replaces?: [id]} (memory.add_fact checks
+    the values; here only the shape)."""
+    body = _known(json_body(raw), FACT_FIELDS, "the body")
+    if "text" not in body:
+        raise InvalidRequest("a fact needs its text")
+    fields: dict[str, Any] = {"text": _text(body["text"], "text")}
+    for name in ("stated_at", "subject", "key"):
+        if body.get(name) is not None:
+            fields[name] = _text(body[name], name)
+    replaces = body.get("replaces", [])
+    if not isinstance(replaces, list) or not all(
+        isinstance(i, int) and not isinstance(i, bool) for i in replaces
+    ):
+        raise InvalidRequest("replaces must be a list of fact ids")
+    fields["replaces"] = tuple(replaces)
+    return fields
+
+
+def parse_fact_page(query: str) -> tuple[int, int, bool | None]:
+    """?offset=0&limit=50&holding=true|false from a GET of facts."""
+    params = urllib.parse.parse_qs(query, keep_blank_values=True)
+    unknown = [k for k in params if k not in ("offset", "limit", "holding")]
+    if unknown:
+        raise InvalidRequest(f"unknown parameter {unknown[0]!r}: offset, limit, holding")
+    try:
+        offset = int(params.get("offset", ["0"])[-1])
+        limit = int(params.get("limit", ["50"])[-1])
+    except ValueError:
+        raise InvalidRequest("offset and limit must be whole numbers") from None
+    holding = {"true": True, "false": False, None: None}.get(
+        params.get("holding", [None])[-1], "bad"
+    )
+    if holding == "bad":
+        raise InvalidRequest("holding must be true or false")
+    return offset, limit, holding  # type: ignore[return-value]
+
+
 def parse_index(raw: bytes) -> None:
     """The index request takes no options: an empty body or {}."""
     if raw.strip():
@@ -199,6 +241,8 @@ class ServiceHandler(JsonRequestHandler):
         ("POST", re.compile(r"/v1/search"), "search_many"),
         ("POST", re.compile(r"/v1/bases/([^/]+)/search"), "search_base"),
         ("POST", re.compile(r"/v1/bases/([^/]+)/index"), "index_base"),
+        ("POST", re.compile(r"/v1/bases/([^/]+)/facts"), "add_fact"),
+        ("GET", re.compile(r"/v1/bases/([^/]+)/facts"), "list_facts"),
     )
 
     def route(self) -> None:
@@ -282,6 +326,33 @@ class ServiceHandler(JsonRequestHandler):
         parse_index(self._json_post())
         self.server.service.index_now(name)
         self.send_json(202, {"state": "Indexing"})
+
+    def add_fact(self, grant: Grant, name: str) -> None:
+        self._named_base(grant, name)
+        fields = parse_fact(self._json_post())
+        fact = self.server.service.base(name).remember(**fields)
+        from metis_lite.memory import fact_json
+
+        self.send_json(201, fact_json(fact))
+
+    def list_facts(self, grant: Grant, name: str) -> None:
+        self._named_base(grant, name)
+        self.read_body()
+        offset, limit, holding = parse_fact_page(urllib.parse.urlsplit(self.path).query)
+        facts, total = self.server.service.base(name).facts(
+            offset=offset, limit=limit, holding=holding
+        )
+        from metis_lite.memory import fact_json
+
+        self.send_json(
+            200,
+            {
+                "facts": [fact_json(f) for f in facts],
+                "total": total,
+                "offset": offset,
+                "limit": limit,
+            },
+        )
 
     def _console(self, path: str) -> None:
         found = self.server.console.find(path) if self.command in ("GET", "HEAD") else None
