@@ -16,11 +16,13 @@ at the Nth time it reaches WHERE:
     wal-write    before a page is written to BASE-wal (a Python VFS): a commit half written
     db-write     before a page is written to the base file itself: a checkpoint half done
 
-`--embed-batch N` embeds N chunks per batch (so a small corpus gives several batches),
-`--autocheckpoint N` checkpoints every N WAL pages (so db-write happens in a small run),
-`--max-page-count N` caps the base file at N pages (SQLITE_FULL, as on a full disk), and
-`--readonly` opens every base connection read-only (SQLITE_OPEN_READONLY). A run whose point is
-never reached exits as the CLI does; the tests check that it was killed.
+`--pause DIR` pauses there instead: the run writes DIR/paused and waits until DIR/resume
+exists (a moment, held open, at which a test looks at the base). `--embed-batch N` embeds N
+chunks per batch (so a small corpus gives several batches), `--autocheckpoint N` checkpoints
+every N WAL pages (0: never, so commits stay in BASE-wal), `--max-page-count N` caps the base
+file at N pages (SQLITE_FULL, as on a full disk), and `--readonly` opens every base connection
+read-only (SQLITE_OPEN_READONLY). A run whose point is never reached exits as the CLI does;
+the tests check that it was killed.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import os
 import re
 import signal
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -42,24 +45,36 @@ from metis_lite.models import http  # noqa: E402
 POINTS = ("parse", "chunk", "sql", "embed", "embedded", "put_vectors", "wal-write", "db-write")
 
 
-class Trigger:
-    """Counts arrivals at the planted point and kills the process at the Nth."""
+PAUSE_LIMIT_S = 120.0
+"""A paused run goes on by itself after this long, so a failed test never leaves it behind."""
 
-    def __init__(self, where: str | None, at: int) -> None:
+
+class Trigger:
+    """Counts arrivals at the planted point and, at the Nth, kills the process, or with a
+    pause folder pauses it there: writes PAUSE/paused, waits for PAUSE/resume."""
+
+    def __init__(self, where: str | None, at: int, pause: Path | None = None) -> None:
         self.where = where
         self.at = at
+        self.pause = pause
         self.seen = 0
 
     def reached(self, where: str) -> None:
         if where != self.where:
             return
         self.seen += 1
-        if self.seen == self.at:
+        if self.seen != self.at:
+            return
+        if self.pause is None:
             os.kill(os.getpid(), signal.SIGKILL)
+        (self.pause / "paused").write_text(str(os.getpid()))
+        deadline = time.monotonic() + PAUSE_LIMIT_S
+        while not (self.pause / "resume").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
 
 
 def plant(options: argparse.Namespace) -> None:
-    trigger = Trigger(options.kill, options.at)
+    trigger = Trigger(options.kill, options.at, options.pause)
     if options.embed_batch:
         ingest.EMBED_BATCH = options.embed_batch
     pattern = re.compile(options.pattern) if options.pattern else None
@@ -158,6 +173,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--kill", choices=POINTS)
     parser.add_argument("--at", type=int, default=1)
     parser.add_argument("--pattern", help="regular expression over SQL (with --kill sql)")
+    parser.add_argument("--pause", type=Path, help="pause at the point instead (a folder)")
     parser.add_argument("--embed-batch", type=int)
     parser.add_argument("--max-page-count", type=int)
     parser.add_argument("--autocheckpoint", type=int)

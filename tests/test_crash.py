@@ -7,13 +7,12 @@ process SIGKILL at the Nth arrival at one point: while parsing, inside a documen
 are written, in the middle of a commit's WAL frames, during a checkpoint. The embedding model is
 the real one, served over TEI by `python -m metis_lite.models.server` on loopback, so vectors are
 real (a relay in front of it remembers each text's vector, so each text is embedded once).
-After each kill the base must pass `check_consistent`; then an ordinary run must finish it and
+After each kill the base must pass `consistency.check_consistent`; then an ordinary run must finish it and
 give the same documents, chunk texts and vectors as an uninterrupted run.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import select
 import shutil
@@ -21,21 +20,16 @@ import signal
 import subprocess
 import sys
 import threading
-from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
-import numpy as np
 import pytest
 from conftest import EXAMPLES, ROOT
+from consistency import assert_same_content, check_consistent, content, expected_chunks
 
-from metis_lite import ingest, parsing
+from metis_lite import ingest
 from metis_lite.base import Base
-from metis_lite.chunking import chunk
-from metis_lite.models import registry
-from metis_lite.store import Store
-from metis_lite.tokenizer import fts_query, tokens
 
 MODEL = "all-MiniLM-L6-v2"
 CHUNK_SIZE = 400
@@ -52,11 +46,8 @@ CORPUS = (
 )
 """Files of the example handbook, one of each kind (and a name with accents)."""
 
-DIMENSION = 384
 RUNNER = Path(__file__).resolve().parent / "crash_runner.py"
 RUN_TIMEOUT_S = 120
-SAME_VECTOR = 0.999
-"""Cosine above which a re-made vector is the same (batches differ after a crash)."""
 
 
 # -- the model server, the corpus and the reference runs ------------------------------------
@@ -147,7 +138,7 @@ def world(tmp_path_factory, model_url):
         for name in CORPUS:
             (folder / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(EXAMPLES / name, folder / name)
-    expected = expected_chunks(fresh)
+    expected = expected_chunks(fresh, CHUNK_SIZE)
 
     empty = root / "empty.db"
     with Base(empty, create=True) as base:
@@ -164,7 +155,7 @@ def world(tmp_path_factory, model_url):
         base.add_source(changing, name="handbook")
         assert base.index().without_vector == 0
     change(changing)
-    expected.update(expected_chunks(changing))
+    expected.update(expected_chunks(changing, CHUNK_SIZE))
     changed_done = root / "changing-v2.db"
     shutil.copy(before, changed_done)
     with Base(changed_done) as base:
@@ -194,101 +185,6 @@ def change(folder: Path) -> None:
     (folder / "new.md").write_text(
         "# New\n\n" + "Parking permits are issued by facilities. " * 15, encoding="utf-8"
     )
-
-
-def expected_chunks(folder: Path) -> dict[tuple[str, str], list[str]]:
-    """(path, sha256) → the chunk texts a fresh parse and chunking of that file gives."""
-    out = {}
-    for path in sorted(folder.rglob("*")):
-        if path.is_file() and parsing.kind_of(path):
-            data = path.read_bytes()
-            document = parsing.parse(path, data=data)
-            texts = [c.text for c in chunk(document, chunk_size=CHUNK_SIZE)]
-            out[(path.relative_to(folder).as_posix(), hashlib.sha256(data).hexdigest())] = texts
-    return out
-
-
-def content(base_file: Path) -> dict:
-    """What a base holds: documents with their hashes, chunk texts in order, and vectors."""
-    with Store(base_file) as store:
-        documents = dict(store.db.execute("SELECT path, content_hash FROM documents"))
-        texts: dict[str, list[str]] = {}
-        for path, text in store.db.execute(
-            "SELECT d.path, c.text FROM chunks c JOIN documents d ON d.id = c.document_id"
-            " ORDER BY d.path, c.ordinal"
-        ):
-            texts.setdefault(path, []).append(text)
-        vectors = {
-            (path, ordinal): np.frombuffer(blob, dtype="<f4")
-            for path, ordinal, blob in store.db.execute(
-                "SELECT d.path, c.ordinal, v.embedding FROM vectors v"
-                " JOIN chunks c ON c.id = v.chunk_id JOIN documents d ON d.id = c.document_id"
-            )
-        }
-    return {"documents": documents, "texts": texts, "vectors": vectors}
-
-
-# -- what must hold after any kill ----------------------------------------------------------
-
-
-def check_consistent(base_file: Path, expected: dict[tuple[str, str], list[str]]) -> None:
-    """The base file is whole, its FTS index matches its chunks word for word, each chunk has
-    at most one vector and only of the base's model, and no document is half-indexed."""
-    with Store(base_file) as store:
-        db = store.db
-        assert [r[0] for r in db.execute("PRAGMA integrity_check")] == ["ok"]
-        db.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('integrity-check')")
-        assert not list(db.execute("PRAGMA foreign_key_check"))
-
-        chunks = list(
-            db.execute("SELECT id, text, title, headings, document_id, ordinal FROM chunks")
-        )
-        # Every chunk has its FTS row (found by a word of its own, at its rowid) ...
-        for chunk_id, text, title, _, _, _ in chunks:
-            words = tokens(text) or tokens(title)
-            assert words, f"chunk {chunk_id} has no word"
-            found = db.execute(
-                "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid = ?",
-                (fts_query(words[0]), chunk_id),
-            ).fetchone()[0]
-            assert found == 1, f"chunk {chunk_id} has no FTS row"
-        # ... holding exactly its words, and the index holds no row of a chunk that is gone.
-        db.execute("CREATE VIRTUAL TABLE temp.words USING fts5vocab(main, chunks_fts, instance)")
-        indexed: dict[tuple[int, str], Counter] = {}
-        for term, doc, column in db.execute("SELECT term, doc, col FROM temp.words"):
-            indexed.setdefault((doc, column), Counter())[term] += 1
-        assert {doc for doc, _ in indexed} == {c[0] for c in chunks}
-        for chunk_id, text, title, headings, _, _ in chunks:
-            context = " ".join((title, *json.loads(headings)))
-            assert indexed.get((chunk_id, "text"), Counter()) == Counter(tokens(text))
-            assert indexed.get((chunk_id, "context"), Counter()) == Counter(tokens(context))
-
-        model_label = registry.model_label(store.spec()["embedding"])
-        assert not list(
-            db.execute("SELECT chunk_id FROM vectors GROUP BY chunk_id HAVING count(*) > 1")
-        )
-        assert {r[0] for r in db.execute("SELECT DISTINCT model FROM vectors")} <= {model_label}
-        for (blob,) in db.execute("SELECT embedding FROM vectors"):
-            vector = np.frombuffer(blob, dtype="<f4")
-            assert vector.shape == (DIMENSION,) and np.all(np.isfinite(vector))
-            assert abs(float(np.linalg.norm(vector)) - 1.0) < 1e-3
-
-        # No document is half-indexed: its chunks are those of a fresh parse of its version.
-        by_document: dict[int, list[tuple[int, str]]] = {}
-        for _, text, _, _, document_id, ordinal in chunks:
-            by_document.setdefault(document_id, []).append((ordinal, text))
-        for document_id, path, digest in db.execute("SELECT id, path, content_hash FROM documents"):
-            stored = [text for _, text in sorted(by_document.get(document_id, []))]
-            assert stored == expected[(path, digest)], f"{path} is half-indexed"
-        assert set(by_document) <= {r[0] for r in db.execute("SELECT id FROM documents")}
-
-
-def assert_same_content(got: dict, want: dict) -> None:
-    assert got["documents"] == want["documents"]
-    assert got["texts"] == want["texts"]
-    assert set(got["vectors"]) == set(want["vectors"])
-    for key, vector in want["vectors"].items():
-        assert float(got["vectors"][key] @ vector) > SAME_VECTOR, key
 
 
 # -- the kill points ------------------------------------------------------------------------

@@ -1,0 +1,152 @@
+"""Copy a base as one file, consistent while it is searched and indexed (`metis-lite copy`).
+
+A base is in WAL mode: its latest commits may live in BASE-wal until a checkpoint moves them
+into the main file, so a plain `cp BASE.db` of a live base can miss them (or, copied mid-write,
+be torn). `copy_base` uses SQLite's online backup instead: it copies the pages of one read
+snapshot (all of them in one step, so a writer in another process never makes it start over),
+while the indexer goes on writing beside it. The copy is written under a temporary name in the
+destination's folder, checked (`PRAGMA quick_check`), checkpointed and closed, so it is one
+self-contained file with no -wal beside it, and only then given its name, never over an
+existing file.
+
+The FTS5 table needs the 'metis' tokenizer to be read, not to be copied: the backup copies
+pages, and the copy opens and searches anywhere metis-lite runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+import apsw
+
+from metis_lite.errors import InvalidRequest, StoreError
+from metis_lite.store import Store, connect
+
+ALL_PAGES = -1
+"""backup.step() argument: copy every page in one step, inside one read transaction."""
+
+SIDE_FILES = ("-wal", "-shm", "-journal")
+"""Files SQLite keeps beside a database; a finished copy has none of them."""
+
+
+def copy_base(source: Path, dest: Path) -> None:
+    """Copy the base `source` to the new file `dest` (see the module docstring).
+
+    Raises InvalidRequest when `dest` exists or its folder does not, NotABase or SchemaTooNew
+    when `source` is not a base this metis-lite reads, StoreError when the copy fails (the
+    partial file is removed).
+    """
+    source, dest = Path(source), Path(dest)
+    _check_destination(source, dest)
+    partial = dest.with_name(f".{dest.name}.partial-{os.getpid()}")
+    _remove(partial)
+    try:
+        with Store(source) as store:
+            _backup(store.db, partial)
+        _finish(partial)
+        _place(partial, dest)
+    except apsw.Error as exc:
+        raise StoreError(f"cannot copy {source} to {dest}: {exc}") from exc
+    except OSError as exc:
+        raise StoreError(f"cannot copy {source} to {dest}: {exc.strerror or exc}") from exc
+    finally:
+        _remove(partial)
+
+
+def _check_destination(source: Path, dest: Path) -> None:
+    if dest.exists() or dest.is_symlink():
+        raise InvalidRequest(f"{dest} already exists: copy to a new file (nothing is overwritten)")
+    if not dest.parent.is_dir():
+        raise InvalidRequest(f"{dest.parent} is not a folder: cannot copy {source} there")
+    stray = [dest.name + suffix for suffix in SIDE_FILES if Path(str(dest) + suffix).exists()]
+    if stray:
+        raise InvalidRequest(
+            f"{dest.parent} holds {', '.join(stray)}, left by another database of that name: "
+            "remove it or copy to another name"
+        )
+
+
+def _backup(source: apsw.Connection, partial: Path) -> None:
+    """Every page of one snapshot of `source` into the new file `partial`."""
+    target = apsw.Connection(str(partial))
+    try:
+        with target.backup("main", source, "main") as backup:
+            backup.step(ALL_PAGES)
+            if not backup.done:
+                raise StoreError(f"the backup to {partial} stopped before its last page")
+    finally:
+        target.close()
+
+
+def _finish(partial: Path) -> None:
+    """Check the copy with the base's own connection policy, fold its WAL in and close it."""
+    copy = connect(partial)
+    try:
+        verdict = [row[0] for row in copy.execute("PRAGMA quick_check")]
+        if verdict != ["ok"]:
+            raise StoreError(f"the copy failed its check: {'; '.join(verdict[:3])}")
+        copy.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        copy.close()
+    left = [suffix for suffix in SIDE_FILES if Path(str(partial) + suffix).exists()]
+    if left:
+        raise StoreError(f"the copy is not one file: {', '.join(left)} remain beside it")
+    with partial.open("rb") as handle:
+        os.fsync(handle.fileno())
+
+
+def _place(partial: Path, dest: Path) -> None:
+    """Give the finished copy its name; a link fails rather than replace a file that appeared."""
+    try:
+        os.link(partial, dest)
+    except FileExistsError:
+        raise InvalidRequest(f"{dest} already exists: copy to a new file") from None
+    except OSError:  # a file system without hard links
+        if dest.exists():
+            raise InvalidRequest(f"{dest} already exists: copy to a new file") from None
+        os.replace(partial, dest)
+    _fsync_folder(dest.parent)
+
+
+def _fsync_folder(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some file systems cannot sync a folder; the file itself is synced
+    finally:
+        os.close(fd)
+
+
+def _remove(path: Path) -> None:
+    for name in (str(path), *(str(path) + suffix for suffix in SIDE_FILES)):
+        try:
+            os.unlink(name)
+        except FileNotFoundError:
+            pass
+
+
+# -- the CLI command (`metis-lite copy BASE DEST`), wired by cli.py -------------------------
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("base", help="the base to copy (may be searched and indexed meanwhile)")
+    parser.add_argument("dest", help="the new file (never overwritten)")
+    parser.add_argument("--json", action="store_true", help="print what was copied as JSON")
+
+
+def run_from_args(args: argparse.Namespace) -> int:
+    """Copy, then say what was copied; errors are MetisErrors for the CLI to translate."""
+    source, dest = Path(args.base), Path(args.dest)
+    copy_base(source, dest)
+    size = dest.stat().st_size
+    if args.json:
+        json.dump({"base": str(source), "copy": str(dest), "bytes": size}, sys.stdout)
+        sys.stdout.write("\n")
+    else:
+        print(f"copied {source} to {dest} ({size:,} bytes, one file)")
+    return 0
