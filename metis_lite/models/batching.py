@@ -32,8 +32,8 @@ TOKENS_PER_BATCH = 2048
 """Tokens in one sub-batch (8 passages of 256 tokens): enough rows for BLAS to run at full
 speed, few enough that the temporaries stay a few MB."""
 
-SEQUENCES_PER_BATCH = 64
-"""At most this many sequences in one sub-batch, however short."""
+PARALLEL_MIN_TOKENS = 256
+"""A call with fewer tokens per worker than this runs in the caller's thread alone."""
 
 WORKERS = 2
 """Threads that run sub-batches; more than the machine's cores is never used."""
@@ -53,6 +53,7 @@ class BatchRunner:
         self._pool = None
         if workers > 1 and self._blas is not None:
             self._pool = ThreadPoolExecutor(workers, "bert")
+        self._workers = workers if self._pool is not None else 1
         self._lock = threading.Lock()
 
     def run(
@@ -60,7 +61,7 @@ class BatchRunner:
     ) -> np.ndarray:
         """`head`'s rows for each (ids, type_ids) sequence, in the sequences' order."""
         order = sorted(range(len(sequences)), key=lambda n: len(sequences[n][0]))
-        batches = _buckets([len(sequences[n][0]) for n in order])
+        batches = _buckets([len(sequences[n][0]) for n in order], self._workers)
         with self._lock, self._single_threaded_blas():
             if self._pool is None or len(batches) < 2:
                 parts = [self._one(sequences, order[a:b], head) for a, b in batches]
@@ -99,17 +100,23 @@ class BatchRunner:
         return self._blas.limit(limits=1, user_api="blas")
 
 
-def _buckets(lengths: list[int]) -> list[tuple[int, int]]:
-    """[start, end) ranges over `lengths`, each within TOKENS_PER_BATCH and SEQUENCES_PER_BATCH
-    (a longer sequence alone)."""
+def _buckets(lengths: list[int], workers: int) -> list[tuple[int, int]]:
+    """[start, end) ranges that cut `lengths` into sub-batches of about equal tokens, each
+    within TOKENS_PER_BATCH where it can be, as many as a multiple of `workers` (so that no
+    worker idles while another runs a last one) when there is enough work for them all."""
+    total = sum(lengths)
+    count = -(-total // TOKENS_PER_BATCH)
+    if workers > 1 and total >= workers * PARALLEL_MIN_TOKENS:
+        count = -(-count // workers) * workers
+    count = min(count, len(lengths))
     ranges: list[tuple[int, int]] = []
-    start, tokens = 0, 0
-    for end, n in enumerate(lengths):
-        if end > start and (tokens + n > TOKENS_PER_BATCH or end - start >= SEQUENCES_PER_BATCH):
+    start = seen = 0
+    for end, n in enumerate(lengths[:-1], start=1):
+        seen += n
+        if len(ranges) < count - 1 and seen * count >= total * (len(ranges) + 1):
             ranges.append((start, end))
-            start, tokens = end, 0
-        tokens += n
-    if start < len(lengths):
+            start = end
+    if lengths:
         ranges.append((start, len(lengths)))
     return ranges
 

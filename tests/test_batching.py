@@ -1,0 +1,72 @@
+"""How sequences are cut into sub-batches (batching._buckets), and that a runner's results come
+back in the sequences' order whatever the cut."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from metis_lite.models import batching
+from metis_lite.models.batching import PARALLEL_MIN_TOKENS, TOKENS_PER_BATCH, BatchRunner
+
+lengths_lists = st.lists(st.integers(min_value=1, max_value=512), max_size=200).map(sorted)
+
+
+@given(lengths_lists, st.integers(min_value=1, max_value=4))
+def test_buckets_cover_every_sequence_once_in_order(lengths, workers):
+    ranges = batching._buckets(lengths, workers)
+    assert [n for a, b in ranges for n in range(a, b)] == list(range(len(lengths)))
+    assert all(b > a for a, b in ranges)
+
+
+@given(lengths_lists, st.integers(min_value=2, max_value=4))
+def test_never_more_sub_batches_than_the_work_needs(lengths, workers):
+    total = sum(lengths)
+    needed = -(-total // TOKENS_PER_BATCH)
+    if total >= workers * PARALLEL_MIN_TOKENS:
+        needed = -(-needed // workers) * workers
+    assert len(batching._buckets(lengths, workers)) <= max(1, needed)
+
+
+@given(st.integers(min_value=1, max_value=512), st.integers(min_value=1, max_value=100))
+def test_like_sequences_give_every_worker_the_same_share(length, count):
+    ranges = batching._buckets([length] * count, 2)
+    if length * count >= 2 * PARALLEL_MIN_TOKENS and count >= 2:
+        assert len(ranges) % 2 == 0
+        sizes = [b - a for a, b in ranges]
+        assert max(sizes) - min(sizes) <= 1
+
+
+def test_sub_batches_are_about_equal_and_within_budget():
+    ranges = batching._buckets([250] * 32, 2)
+    assert ranges == [(0, 8), (8, 16), (16, 24), (24, 32)]
+    ranges = batching._buckets([265] * 30, 2)
+    sizes = [sum([265] * (b - a)) for a, b in ranges]
+    assert len(ranges) == 4 and max(sizes) <= TOKENS_PER_BATCH + 265
+    assert batching._buckets([12], 2) == [(0, 1)]
+    assert batching._buckets([], 2) == []
+
+
+class _RowEncoder:
+    """Stands in for BertEncoder: each token's hidden state is (its id, its type id)."""
+
+    def forward(self, ids, types, lengths):
+        assert sum(lengths) == len(ids) == len(types)
+        return np.stack([ids, types], axis=1).astype(np.float32)
+
+
+def test_runner_returns_rows_in_the_sequences_order():
+    sequences = [([n] * (1 + (n * 37) % 300), [n % 2] * (1 + (n * 37) % 300)) for n in range(60)]
+
+    def first_row(hidden, starts):
+        return hidden[starts]
+
+    for workers in (1, 2):
+        runner = BatchRunner(_RowEncoder(), workers=workers)
+        try:
+            rows = runner.run(sequences, first_row)
+        finally:
+            runner.close()
+        np.testing.assert_array_equal(rows[:, 0], np.arange(60))
+        np.testing.assert_array_equal(rows[:, 1], np.arange(60) % 2)
