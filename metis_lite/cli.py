@@ -387,11 +387,23 @@ def build_parser() -> argparse.ArgumentParser:
     facts.add_argument("--limit", type=int, default=50)
     facts.add_argument("--json", action="store_true")
 
-    from metis_lite import api
+    from metis_lite import api, backup
     from metis_lite import eval as evaluation
 
-    serve = command("serve", api.run_from_args, "serve bases over HTTP: the JSON API and the web console",
-                    "metis-lite serve handbook.db --port 8080   (then open http://127.0.0.1:8080/)")
+    copy = command(
+        "copy",
+        backup.run_from_args,
+        "copy a base as one consistent file, even while it is served",
+        "metis-lite copy handbook.db /backups/handbook-2026-12-02.db",
+    )
+    backup.add_arguments(copy)
+
+    serve = command(
+        "serve",
+        api.run_from_args,
+        "serve bases over HTTP: the JSON API and the web console",
+        "metis-lite serve handbook.db --port 8080   (then open http://127.0.0.1:8080/)",
+    )
     api.add_arguments(serve)
 
     evaluate = command("eval", evaluation.run_from_args, evaluation.HELP, evaluation.EXAMPLE)
