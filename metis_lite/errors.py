@@ -7,7 +7,8 @@
     │   ├── SchemaTooNew            SCHEMA_TOO_NEW           409
     │   ├── BaseBusy                BASE_BUSY                409
     │   ├── BaseNotFound            BASE_NOT_FOUND           404
-    │   └── BaseReadOnly            BASE_READ_ONLY           409
+    │   ├── BaseReadOnly            BASE_READ_ONLY           409
+    │   └── DiskFull                DISK_FULL                507   (the unfinished write is not kept)
     ├── ParseError                  PARSE_ERROR              422   (a document is skipped)
     ├── ModelError                  MODEL_ERROR              502
     │   ├── ModelUnavailable        MODEL_UNAVAILABLE        503   (no answer within the deadline)
@@ -70,6 +71,11 @@ class BaseNotFound(StoreError):
 class BaseReadOnly(StoreError):
     code = "BASE_READ_ONLY"
     status = 409
+
+
+class DiskFull(StoreError):
+    code = "DISK_FULL"
+    status = 507
 
 
 class ParseError(MetisError):

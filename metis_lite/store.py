@@ -7,22 +7,32 @@ connection. The DDL lives in schema.sql; the queries are beside the functions th
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import apsw
 import numpy as np
 
 from metis_lite import tokenizer
-from metis_lite.errors import BaseBusy, BaseReadOnly, NotABase, SchemaTooNew, StoreError
+from metis_lite.errors import (
+    BaseBusy,
+    BaseReadOnly,
+    DiskFull,
+    NotABase,
+    SchemaTooNew,
+    StoreError,
+)
 from metis_lite.records import Chunk, Filters, contextualize
 
 SCHEMA_VERSION = 1
@@ -52,27 +62,72 @@ def vector_blob(vector: np.ndarray) -> bytes:
 
 
 def connect(path: str | os.PathLike[str], *, readonly: bool = False) -> apsw.Connection:
-    """Open a connection with the base's policy (apsw bestpractice: WAL, busy timeout, FKs)."""
-    flags = (
-        apsw.SQLITE_OPEN_READONLY
-        if readonly
-        else apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
-    )
+    """Open a connection with the base's policy (apsw bestpractice: WAL, busy timeout, FKs).
+
+    The schema is read first, so a damaged file says so. Only a base or a new file is put in
+    WAL mode, never another program's database. A base where nothing can be written (a
+    read-only file system, file or folder) is opened read-only, and immutable when no -wal
+    lies beside it (SQLite could not create the -shm it needs otherwise): it is still searched,
+    and writing to it fails as BASE_READ_ONLY.
+    """
+    unwritable = not readonly and _unwritable(Path(path))
+    readonly = readonly or unwritable
+    name, flags = str(path), apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
+    if readonly:
+        flags = apsw.SQLITE_OPEN_READONLY
+        if unwritable and not Path(f"{path}-wal").exists():
+            name = f"file:{quote(str(Path(path).resolve()))}?immutable=1"
+            flags |= apsw.SQLITE_OPEN_URI
     try:
-        connection = apsw.Connection(str(path), flags=flags)
+        connection = apsw.Connection(name, flags=flags)
         connection.set_busy_timeout(BUSY_TIMEOUT_MS)
+        objects, is_base = connection.execute(
+            "SELECT count(*), count(*) FILTER (WHERE name = 'meta') FROM sqlite_schema"
+        ).fetchone()
         tokenizer.register(connection)
         connection.execute("PRAGMA foreign_keys = ON")
-        if not readonly:
+        if not readonly and (is_base or not objects):
             connection.execute("PRAGMA journal_mode = WAL")
             connection.execute("PRAGMA synchronous = NORMAL")
     except apsw.NotADBError as exc:
         raise NotABase(f"{path} is not a metis-lite base (not an SQLite file)") from exc
+    except apsw.CorruptError as exc:
+        raise NotABase(f"{path} is damaged ({exc}): it cannot be read as a base") from exc
     except apsw.ReadOnlyError as exc:
         raise BaseReadOnly(f"{path} is read-only: {exc}") from exc
     except apsw.CantOpenError as exc:
+        if unwritable:
+            raise BaseReadOnly(
+                f"{path} is read-only and its -wal holds commits not yet in the file: open it "
+                "once where it can be written (or copy it with metis-lite copy)"
+            ) from exc
         raise StoreError(f"cannot open {path}: {exc}") from exc
     return connection
+
+
+def _unwritable(path: Path) -> bool:
+    """True for an existing base SQLite could not write: the file, or the folder that must
+    hold its -wal and -shm, is read-only (a read-only mount says so even to root)."""
+    return path.is_file() and not (
+        os.access(path, os.W_OK) and os.access(path.parent, os.W_OK | os.X_OK)
+    )
+
+
+def _write_failure(exc: apsw.Error, path: Path) -> StoreError | None:
+    """The StoreError a failed write means, or None. SQLite rolls a transaction back itself
+    on SQLITE_FULL, and apsw's own rollback then fails: the cause is in the chain."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, apsw.FullError):
+            return DiskFull(
+                f"{path}: the disk is full (or the base reached its size limit): the unfinished "
+                "write was not kept and what was written before is whole; free some space and "
+                "run again"
+            )
+        if isinstance(cause, apsw.ReadOnlyError):
+            return BaseReadOnly(f"{path} is read-only: it can be searched, not written")
+        cause = cause.__context__
+    return None
 
 
 @dataclass(frozen=True)
@@ -118,6 +173,18 @@ class Store:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """`with self.db:` (one transaction), a full disk or a read-only base said as such."""
+        try:
+            with self.db:
+                yield
+        except apsw.Error as exc:
+            failure = _write_failure(exc, self.path)
+            if failure is None:
+                raise
+            raise failure from exc
+
     # -- schema -----------------------------------------------------------------------------
 
     def _ensure_schema(self, create: bool) -> None:
@@ -144,15 +211,12 @@ class Store:
         other = self.db.execute("SELECT count(*) FROM sqlite_schema").fetchone()[0]
         if other or not create:
             raise NotABase(f"{self.path} is an SQLite file but not a metis-lite base")
-        try:
-            with self.db:
-                self.db.execute(schema_sql())
-                self.db.execute(
-                    "INSERT INTO meta (key, value) VALUES ('schema_version', ?), ('created_at', ?)",
-                    (str(SCHEMA_VERSION), now_iso()),
-                )
-        except apsw.ReadOnlyError as exc:
-            raise BaseReadOnly(f"{self.path} is read-only: {exc}") from exc
+        with self._transaction():
+            self.db.execute(schema_sql())
+            self.db.execute(
+                "INSERT INTO meta (key, value) VALUES ('schema_version', ?), ('created_at', ?)",
+                (str(SCHEMA_VERSION), now_iso()),
+            )
 
     def _missing_objects(self) -> set[str]:
         wanted = set(_SCHEMA_OBJECT.findall(schema_sql()))
@@ -167,7 +231,7 @@ class Store:
         }
 
     def set_spec(self, values: dict[str, Any]) -> None:
-        with self.db:
+        with self._transaction():
             self.db.executemany(
                 "INSERT INTO spec (key, value) VALUES (?, ?) "
                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
@@ -180,7 +244,7 @@ class Store:
         return list(self.db.execute("SELECT id, name, path FROM sources ORDER BY id"))
 
     def add_source(self, name: str, path: str | None) -> int:
-        with self.db:
+        with self._transaction():
             row = self.db.execute("SELECT id, path FROM sources WHERE name = ?", (name,)).fetchone()
             if row:
                 if path is not None and row[1] != path:
@@ -215,7 +279,7 @@ class Store:
     ) -> int:
         """Write a document and its chunks (and their words) in one transaction, replacing any
         earlier version: a crash leaves either the old document whole or the new one whole."""
-        with self.db:
+        with self._transaction():
             # Take the write lock before reading: a transaction that reads first holds a snapshot
             # that another connection's commit (a search count) makes stale, and SQLite then
             # refuses its first write at once (SQLITE_BUSY_SNAPSHOT), busy timeout or not.
@@ -256,7 +320,7 @@ class Store:
             return int(document_id)
 
     def remove_document(self, document_id: int) -> None:
-        with self.db:
+        with self._transaction():
             self._delete_document(document_id)
 
     def _delete_document(self, document_id: int) -> None:
@@ -284,7 +348,7 @@ class Store:
     def put_vectors(self, model: str, items: Iterable[tuple[int, np.ndarray]]) -> int:
         """Store vectors for chunks, replacing any earlier one; chunks removed meanwhile are skipped."""
         written = 0
-        with self.db:
+        with self._transaction():
             for chunk_id, vector in items:
                 self.db.execute("DELETE FROM vectors WHERE chunk_id = ?", (chunk_id,))
                 self.db.execute(
@@ -296,7 +360,7 @@ class Store:
         return written
 
     def drop_vectors(self, *, except_model: str | None = None) -> int:
-        with self.db:
+        with self._transaction():
             if except_model is None:
                 self.db.execute("DELETE FROM vectors")
             else:
@@ -385,7 +449,7 @@ class Store:
     # -- runs and counts --------------------------------------------------------------------
 
     def start_run(self) -> int:
-        with self.db:
+        with self._transaction():
             self.db.execute(
                 "INSERT INTO runs (started_at, state) VALUES (?, 'running')", (now_iso(),)
             )
@@ -393,7 +457,7 @@ class Store:
 
     def finish_run(self, run_id: int, *, state: str, **counts: int) -> None:
         sets = ", ".join(f"{name} = ?" for name in counts)
-        with self.db:
+        with self._transaction():
             self.db.execute(
                 f"UPDATE runs SET finished_at = ?, state = ?{', ' + sets if sets else ''} WHERE id = ?",
                 (now_iso(), state, *counts.values(), run_id),
@@ -411,13 +475,13 @@ class Store:
         """Add to today's count of searches (never what was asked)."""
         day = datetime.now(UTC).strftime("%Y-%m-%d")
         try:
-            with self.db:
+            with self._transaction():
                 self.db.execute(
                     "INSERT INTO search_counts (day, searches) VALUES (?, ?)"
                     " ON CONFLICT (day) DO UPDATE SET searches = searches + excluded.searches",
                     (day, searches),
                 )
-        except (apsw.BusyError, apsw.ReadOnlyError):
+        except (apsw.BusyError, BaseReadOnly, DiskFull):
             pass  # a count is not worth failing or delaying a search for
 
     def search_counts(self, days: int = 30) -> dict[str, int]:
@@ -465,7 +529,13 @@ class IndexerLock:
         self._fd: int | None = None
 
     def acquire(self) -> None:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            base = self.path.with_suffix("")
+            if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+                raise BaseReadOnly(f"{base} is read-only: it can be searched, not indexed") from exc
+            raise StoreError(f"cannot lock {base} for indexing: {exc.strerror or exc}") from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

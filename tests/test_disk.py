@@ -1,0 +1,238 @@
+"""Disks and files: a full disk or a read-only base is said clearly (its code, exit code 1, no
+traceback) and the base stays consistent; a base from a newer metis-lite, a file that is not a
+base and a damaged base file are refused clearly, and left as they were.
+
+A full disk two ways: a real one (a 2 MB tmpfs, mounted when the tests run as root) and, on
+any machine, the base capped by `PRAGMA max_page_count` (SQLite answers SQLITE_FULL exactly as
+for a full disk). A read-only base two ways too: a tmpfs remounted read-only (root reads and
+writes files whatever their mode), and every connection opened SQLITE_OPEN_READONLY.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sqlite3
+import subprocess
+import sys
+from contextlib import closing, redirect_stderr, redirect_stdout
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, words_only_base
+from consistency import check_consistent, content, expected_chunks
+
+from metis_lite import cli
+from metis_lite.settings import CHUNK_CHARS
+from metis_lite.store import SCHEMA_VERSION
+
+RUNNER = Path(__file__).resolve().parent / "crash_runner.py"
+WORDS_ONLY = ("--embedding", "tei", "--embedding-url", "http://127.0.0.1:9")
+"""Index options for a base searched by words only (nothing listens on port 9): fast."""
+
+
+def corpus(folder: Path, n: int) -> Path:
+    """n documents of ~12 KB each, every one findable by its own word (wordN)."""
+    folder.mkdir(parents=True)
+    for i in range(n):
+        (folder / f"d{i:03}.md").write_text(
+            f"# D{i}\n\n" + f"word{i} alpha beta gamma delta epsilon. " * 300
+        )
+    return folder
+
+
+def metis(*args: str, runner: tuple[str, ...] | None = None) -> subprocess.CompletedProcess:
+    """The CLI: in this process (its exit code and what it printed; an exception escaping it
+    fails the test, as a traceback would), or in a subprocess through crash_runner."""
+    if runner is not None:
+        command = [sys.executable, str(RUNNER), *runner, "--", *map(str, args)]
+        return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = cli.main([str(a) for a in args])
+    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
+
+
+def assert_refused(run: subprocess.CompletedProcess, code: str) -> None:
+    assert run.returncode == 1, (run.returncode, run.stdout, run.stderr)
+    assert f"error: {code}: " in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr, run.stderr
+
+
+def documents(base_file: Path) -> int:
+    with closing(sqlite3.connect(f"file:{base_file}?mode=ro", uri=True)) as plain:
+        return plain.execute("SELECT count(*) FROM documents").fetchone()[0]
+
+
+def other_sqlite(path: Path) -> None:
+    with closing(sqlite3.connect(path)) as plain, plain:
+        plain.execute("CREATE TABLE t (x)")
+
+
+@pytest.fixture
+def tmpfs(tmp_path):
+    """A 2 MB tmpfs at tmp_path/mnt (needs root; skipped, saying why, where mount is refused)."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root (the max_page_count tests cover a full disk)")
+    mount = tmp_path / "mnt"
+    mount.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        pytest.skip(f"mount is not permitted here: {done.stderr.strip()}")
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], check=True)
+
+
+def remount(mount: Path, options: str) -> None:
+    subprocess.run(["mount", "-o", f"remount,{options}", str(mount)], check=True)
+
+
+# -- a full disk ----------------------------------------------------------------------------
+
+
+def test_a_base_at_its_size_limit_says_disk_full_and_the_next_run_completes(tmp_path):
+    src = corpus(tmp_path / "src", 120)
+    expected = expected_chunks(src, CHUNK_CHARS)
+    base_file = tmp_path / "b.db"
+    full = metis("index", base_file, src, *WORDS_ONLY, runner=("--max-page-count", "120"))
+    assert_refused(full, "DISK_FULL")
+    assert "disk is full" in full.stderr
+    check_consistent(base_file, expected)
+    assert 0 < documents(base_file) < 120
+
+    found = metis("search", base_file, "word3 alpha", "--mode", "keyword")
+    assert found.returncode == 0 and "d003.md" in found.stdout, found.stderr
+
+    done = metis("index", base_file, "--json")
+    assert done.returncode == 0, done.stderr
+    check_consistent(base_file, expected)
+    reference = tmp_path / "reference.db"
+    words_only_base(reference, src).close()
+    assert metis("index", reference).returncode == 0
+    assert content(base_file)["texts"] == content(reference)["texts"]
+
+
+def test_a_full_file_system_says_disk_full_and_the_base_stays_consistent(tmpfs, tmp_path):
+    src = corpus(tmp_path / "src", 300)  # ~3.6 MB of text: more than the 2 MB disk holds
+    expected = expected_chunks(src, CHUNK_CHARS)
+    base_file = tmpfs / "b.db"
+    full = metis("index", base_file, src, *WORDS_ONLY)
+    assert_refused(full, "DISK_FULL")
+    kept = documents(base_file)
+    assert 0 < kept < 300
+
+    # Searches still answer on the full disk (the count of searches just waits).
+    found = metis("search", base_file, "word1 alpha", "--mode", "keyword")
+    assert found.returncode == 0 and "d001.md" in found.stdout, found.stderr
+    assert_refused(metis("index", base_file), "DISK_FULL")  # still full: said again, no harm
+    assert documents(base_file) >= kept
+
+    remount(tmpfs, "size=64m")
+    done = metis("index", base_file)
+    assert done.returncode == 0, done.stderr
+    check_consistent(base_file, expected)
+    assert documents(base_file) == 300
+
+
+# -- a read-only base -----------------------------------------------------------------------
+
+
+def test_a_base_on_a_read_only_file_system_is_searched_and_not_written(tmpfs, tmp_path):
+    src = corpus(tmp_path / "src", 10)
+    base_file = tmpfs / "b.db"
+    assert metis("index", base_file, src, *WORDS_ONLY).returncode == 0
+    before = base_file.read_bytes()
+    remount(tmpfs, "ro")
+    try:
+        found = metis("search", base_file, "word7", "--mode", "keyword")
+        assert found.returncode == 0 and "d007.md" in found.stdout, found.stderr
+        status = metis("status", base_file)
+        assert status.returncode == 0 and "documents 10" in status.stdout, status.stderr
+        assert_refused(metis("index", base_file), "BASE_READ_ONLY")
+        assert_refused(metis("index", base_file, tmp_path), "BASE_READ_ONLY")
+        assert base_file.read_bytes() == before
+    finally:
+        remount(tmpfs, "rw")
+    check_consistent(base_file, expected_chunks(src, CHUNK_CHARS))
+
+
+def test_a_base_opened_read_only_says_so_and_still_answers(tmp_path):
+    src = corpus(tmp_path / "src", 10)
+    base_file = tmp_path / "b.db"
+    assert metis("index", base_file, src, *WORDS_ONLY).returncode == 0
+    (src / "d999.md").write_text("# New\n\nA new document.\n")
+    refused = metis("index", base_file, *WORDS_ONLY, runner=("--readonly",))
+    assert_refused(refused, "BASE_READ_ONLY")
+    found = metis("search", base_file, "word4", "--mode", "keyword", runner=("--readonly",))
+    assert found.returncode == 0 and "d004.md" in found.stdout, found.stderr
+    check_consistent(base_file, expected_chunks(src, CHUNK_CHARS))
+    assert documents(base_file) == 10
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes files whatever their mode")
+def test_a_read_only_base_file_is_searched_and_not_written(tmp_path):
+    src = corpus(tmp_path / "src", 5)
+    base_file = tmp_path / "b.db"
+    assert metis("index", base_file, src, *WORDS_ONLY).returncode == 0
+    base_file.chmod(0o444)
+    assert_refused(metis("index", base_file), "BASE_READ_ONLY")
+    found = metis("search", base_file, "word2", "--mode", "keyword")
+    assert found.returncode == 0 and "d002.md" in found.stdout, found.stderr
+
+
+# -- what is not a base this metis-lite reads -----------------------------------------------
+
+
+def small_base(tmp_path: Path) -> Path:
+    src = corpus(tmp_path / "src", 3)
+    base_file = tmp_path / "b.db"
+    assert metis("index", base_file, src, *WORDS_ONLY).returncode == 0
+    return base_file
+
+
+@pytest.mark.parametrize("command", ["search", "status", "index"])
+def test_a_base_from_a_newer_metis_lite_is_refused_by_every_command(tmp_path, command):
+    base_file = small_base(tmp_path)
+    with closing(sqlite3.connect(base_file)) as plain, plain:
+        plain.execute(
+            "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION + 1),)
+        )
+    before = base_file.read_bytes()
+    args = {"search": (base_file, "word1"), "status": (base_file,), "index": (base_file,)}
+    refused = metis(command, *args[command])
+    assert_refused(refused, "SCHEMA_TOO_NEW")
+    assert "upgrade metis-lite" in refused.stderr
+    assert base_file.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        pytest.param(
+            lambda p: p.write_bytes(b"%PDF-1.4 not a base at all\n" * 50), id="not-sqlite"
+        ),
+        pytest.param(other_sqlite, id="other-sqlite"),
+        pytest.param(lambda p: p.mkdir(), id="a-folder"),
+    ],
+)
+@pytest.mark.parametrize("command", ["search", "status", "index"])
+def test_a_file_that_is_not_a_base_is_refused_and_left_alone(tmp_path, make, command):
+    target = tmp_path / "x.db"
+    make(target)
+    before = target.read_bytes() if target.is_file() else None
+    args = {"search": (target, "word1"), "status": (target,), "index": (target,)}
+    assert_refused(metis(command, *args[command]), "NOT_A_BASE")
+    assert (target.read_bytes() if target.is_file() else None) == before
+
+
+@pytest.mark.parametrize("command", ["search", "status"])
+def test_a_damaged_base_file_is_refused_clearly(tmp_path, command):
+    base_file = small_base(tmp_path)
+    whole = base_file.read_bytes()
+    base_file.write_bytes(whole[: len(whole) // 3])
+    args = {"search": (base_file, "word1", "--mode", "keyword"), "status": (base_file,)}
+    assert_refused(metis(command, *args[command]), "NOT_A_BASE")
