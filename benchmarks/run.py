@@ -64,7 +64,7 @@ CANDIDATES = 50
 """What each retriever keeps for a search of top_k 10: max(50, 4 × 10)."""
 
 QUESTIONS = 200
-RERANKED_QUESTIONS = 10
+RERANKED_QUESTIONS = 5
 EMBED_SUBSET = 1_000
 STAGES = ("embed", "dense", "keyword", "fuse", "rerank", "total")
 
@@ -494,7 +494,7 @@ def table(results: dict) -> str:
                 else "n/a"
                 for b in by
             ]
-            row("rerank (random-weights MiniLM, 30 cands)", cells)
+            row("  rerank, once (random-weights MiniLM, 30 cands)", cells)
             continue
         cells = [f"{b['stages'][stage]['p50']:.2f} / {b['stages'][stage]['p95']:.2f}" for b in by]
         if stage == "total":
@@ -605,7 +605,11 @@ def table(results: dict) -> str:
         text = e.get("why", "not available")
     s = results["service"]
     service_text = (
-        ", ".join(f"{k} {v}" for k, v in s.items() if k != "available")
+        ", ".join(
+            f"{k} {v:.1f}" if isinstance(v, float) else f"{k} {v}"
+            for k, v in s.items()
+            if k != "available"
+        )
         if s.get("available")
         else s.get("why", "not available")
     )
@@ -617,6 +621,31 @@ def table(results: dict) -> str:
         lines.append(label.ljust(width) + "".join(c.ljust(col) for c in cells) + aim)
     lines.append(f"embedded model vs torch reference ({'≥ 1.0×'}): {text}")
     lines.append(f"service throughput: {service_text}")
+    return "\n".join(lines)
+
+
+def report(results: dict) -> str:
+    """The heading lines and the table."""
+    lines = [
+        f"metis-lite benchmark, {results['when']}, {results['seconds']:.0f} s",
+        f"machine: {results['machine']}",
+    ]
+    load = results.get("load")
+    if load:
+        lines.append(
+            "load average (1, 5, 15 min) at the start "
+            + ", ".join(f"{x:.1f}" for x in load["start"])
+            + ", at the end "
+            + ", ".join(f"{x:.1f}" for x in load["end"])
+            + f" (on {os.cpu_count()} cores: above that, other work shared the CPUs)"
+        )
+    lines += [
+        f"corpus: {results['corpus']}",
+        "vectors: random unit vectors (384 dims) written with Store.put_vectors under the "
+        "embedded model's label; questions are embedded by the embedded model",
+        "",
+        table(results),
+    ]
     return "\n".join(lines)
 
 
@@ -639,7 +668,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--passages", type=int, help="passages per round, embedded model vs torch (128)"
     )
+    parser.add_argument("--table", metavar="FILE", help="print the table of a saved --out file")
     args = parser.parse_args(argv)
+    if args.table:
+        saved = json.loads(Path(args.table).read_text(encoding="utf-8"))
+        saved["sizes"] = {int(size): figures for size, figures in saved["sizes"].items()}
+        print(report(saved))
+        return 0
     args.embed_chunks = args.embed_chunks or (300 if args.quick else EMBED_SUBSET)
     args.passages = args.passages or (64 if args.quick else 128)
     sizes = [10_000] if args.quick else [int(s) for s in args.sizes.split(",") if s.strip()]
@@ -650,6 +685,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(message, file=sys.stderr, flush=True)
 
     started = time.perf_counter()
+    load_at_start = os.getloadavg()
     vocab = Vocabulary(seed=7)
     asks = questions(vocab, args.questions)
     results: dict = {
@@ -684,6 +720,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             figures["memory"] = memory(built.path)
             log("  search stages …")
             figures["stages"] = stages(built.path, asks, rerank_path=rerank_path)
+            rerank_path = None  # the reranker's cost does not grow with the base: measured once
             log("  dense stage and its peers …")
             figures["dense"] = dense_peers(built, log)
             log("  keyword stage and bm25s …")
@@ -695,15 +732,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
     results["seconds"] = time.perf_counter() - started
-    print(f"metis-lite benchmark, {results['when']}, {results['seconds']:.0f} s")
-    print(f"machine: {results['machine']}")
-    print(f"corpus: {results['corpus']}")
-    print(
-        "vectors: random unit vectors (384 dims) written with Store.put_vectors under the "
-        "embedded model's label; questions are embedded by the embedded model"
-    )
-    print()
-    print(table(results))
+    results["load"] = {"start": load_at_start, "end": os.getloadavg()}
+    print(report(results))
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=2, default=str), encoding="utf-8")
     return 0
