@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from metis_lite.records import Filters, Hit
 from metis_lite.store import Store, filter_clause
-from metis_lite.tokenizer import fts_query
+from metis_lite.tokenizer import fts_match, tokens
 
 TEXT_WEIGHT = 1.0
 CONTEXT_WEIGHT = 0.5
@@ -29,11 +29,27 @@ _SEARCH_FILTERED = (
 )
 
 
+def search_words(store: Store, question: str) -> list[str]:
+    """The question's distinct words that can change a BM25 score.
+
+    FTS5's bm25() gives a word held by half the chunks or more an idf of 1e-6: it adds nothing
+    to any score, yet FTS5 would read its whole posting list (most of the base). Such words are
+    left out of the query unless the question has no other word.
+    """
+    words = list(dict.fromkeys(tokens(question)))
+    if len(words) < 2:
+        return words
+    total, frequency = store.document_frequencies(words)
+    telling = [w for w in words if 2 * frequency[w] < total]
+    return telling or words
+
+
 def search(store: Store, question: str, n: int, *, filters: Filters | None = None) -> list[Hit]:
     """The n chunks that best match the question's words, best first; [] when it has none."""
-    match = fts_query(question)
-    if match is None or n <= 0:
+    words = search_words(store, question)
+    if not words or n <= 0:
         return []
+    match = fts_match(words)
     if filters is not None and filters.active:
         where, params = filter_clause(filters)
         rows = store.db.execute(_SEARCH_FILTERED.format(where=where), (match, *params, n))

@@ -396,6 +396,28 @@ class Store:
             self.db.execute("SELECT coalesce(max(seq), 0) FROM vector_removals").fetchone()[0]
         )
 
+    def document_frequencies(self, words: Sequence[str]) -> tuple[int, dict[str, int]]:
+        """(chunks in the base, chunks holding each word), from FTS5's own vocabulary; cached
+        until this or another connection writes."""
+        key = (self.data_version(), self.db.total_changes())
+        if getattr(self, "_df_key", None) != key:
+            self._df_key, self._df_cache = key, {}
+            self._df_total = int(self.db.execute("SELECT count(*) FROM chunks").fetchone()[0])
+            self.db.execute(
+                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunks_vocab"
+                " USING fts5vocab(main, chunks_fts, row)"
+            )
+        missing = [w for w in words if w not in self._df_cache]
+        if missing:
+            found = dict(
+                self.db.execute(
+                    f"SELECT term, doc FROM temp.chunks_vocab WHERE term IN ({','.join('?' * len(missing))})",
+                    tuple(missing),
+                )
+            )
+            self._df_cache.update({w: int(found.get(w, 0)) for w in missing})
+        return self._df_total, {w: self._df_cache[w] for w in words}
+
     def data_version(self) -> int:
         """Changes when another connection commits (PRAGMA data_version)."""
         return int(self.db.execute("PRAGMA data_version").fetchone()[0])

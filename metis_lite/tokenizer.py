@@ -58,10 +58,12 @@ def fts_query(question: str) -> str | None:
 
     None when the question has no word at all (an empty or punctuation-only question).
     """
-    distinct = list(dict.fromkeys(tokens(question)))
-    if not distinct:
-        return None
-    return " OR ".join(f'"{word}"' for word in distinct)
+    return fts_match(list(dict.fromkeys(tokens(question))))
+
+
+def fts_match(words: list[str]) -> str | None:
+    """Words (already tokens: letters and digits only) as a quoted OR; None for no word."""
+    return " OR ".join(f'"{word}"' for word in words) or None
 
 
 def _fts5_tokenizer(connection: apsw.Connection, args: list[str]) -> apsw.Tokenizer:

@@ -130,3 +130,40 @@ def test_title_and_headings_count_as_context(store):
     )
     hits = keyword.search(store, "travel booking", 10)
     assert [store.chunk_rows([h.chunk_id])[h.chunk_id].document for h in hits] == ["a.md"]
+
+
+def test_words_in_half_the_chunks_are_left_out_and_change_no_score(store):
+    for d in range(10):
+        text = "the report " + ("budget travel" if d < 2 else "gpu error") + " the end"
+        store.replace_document(
+            source_id=1,
+            path=f"d{d}.md",
+            kind="md",
+            title=f"D{d}",
+            content_hash=str(d),
+            size=1,
+            mtime=None,
+            chunks=[Chunk(text, f"D{d}", ())],
+        )
+    assert keyword.search_words(store, "the budget") == ["budget"]
+    assert keyword.search_words(store, "the") == ["the"]  # nothing else to ask
+    full = store.db.execute(
+        'SELECT rowid, -bm25(chunks_fts, 1.0, 0.5) FROM chunks_fts WHERE chunks_fts MATCH \'"the" OR "budget"\''
+        " ORDER BY bm25(chunks_fts, 1.0, 0.5) LIMIT 2"
+    ).fetchall()
+    hits = keyword.search(store, "the budget", 10)
+    assert [h.chunk_id for h in hits] == [r[0] for r in full]
+    assert [h.score for h in hits] == pytest.approx([r[1] for r in full], abs=1e-5)
+    # The cache follows writes: once "budget" is common too, it is left out as well.
+    for d in range(10, 20):
+        store.replace_document(
+            source_id=1,
+            path=f"d{d}.md",
+            kind="md",
+            title="x",
+            content_hash=str(d),
+            size=1,
+            mtime=None,
+            chunks=[Chunk("budget budget", "x", ())],
+        )
+    assert keyword.search_words(store, "the budget gpu") == ["gpu"]
