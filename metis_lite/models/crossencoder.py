@@ -28,8 +28,8 @@ MAX_LENGTH = 512
 """Tokens of question and passage read together, at most (the position table may allow fewer)."""
 
 _HEADS = {
-    "bert": (("{p}pooler.dense", "classifier"),),
-    "roberta": (("classifier.dense", "classifier.out_proj"),),
+    "bert": ("{p}pooler.dense", "classifier"),
+    "roberta": ("classifier.dense", "classifier.out_proj"),
 }
 """Per family: (the dense + tanh layer, the projection to labels); {p} is the encoder's prefix."""
 
@@ -85,7 +85,7 @@ def _head(config: bert.BertConfig, weights: Mapping[str, np.ndarray]) -> tuple[L
     """The classification head's two linear layers, as (in, out) matrices and biases."""
     family = "bert" if config.model_type == "bert" else "roberta"
     prefix = bert.weight_prefix(weights)
-    ((dense_name, out_name),) = _HEADS[family]
+    dense_name, out_name = _HEADS[family]
     dense_name = dense_name.format(p=prefix)
     missing = [
         name + ".weight"
