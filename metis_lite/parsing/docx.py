@@ -33,6 +33,12 @@ MAX_TOTAL_BYTES = 400 * 1024 * 1024
 MAX_PARTS = 10_000
 """The most members a DOCX zip may hold."""
 
+MAX_RATIO = 100
+"""The most a part larger than RATIO_FLOOR_BYTES may inflate: Word's own XML inflates 4–15×,
+a zip bomb of empty paragraphs 1,000× (a 70 KB file of 3.5 million paragraphs)."""
+
+RATIO_FLOOR_BYTES = 1024 * 1024
+
 CELL_SEPARATOR = " | "
 TITLE_LEVEL = 0
 """A `Title` paragraph heads the chain, above `Heading 1`."""
@@ -76,6 +82,13 @@ def check_zip(data: bytes) -> None:
                 f"DOCX refused: {member.filename} declares {member.file_size / 2**20:,.0f} MiB "
                 "uncompressed (a zip bomb?)"
             )
+    for member in members:
+        ratio = member.file_size / max(member.compress_size, 1)
+        if member.file_size > RATIO_FLOOR_BYTES and ratio > MAX_RATIO:
+            raise ParseError(
+                f"DOCX refused: {member.filename} inflates {ratio:,.0f}× to "
+                f"{member.file_size / 2**20:,.0f} MiB (a zip bomb?)"
+            )
     total = sum(member.file_size for member in members)
     if total > MAX_TOTAL_BYTES:
         raise ParseError(
@@ -88,6 +101,8 @@ def _read(word: docx.document.Document, name: str) -> Document:
     chain: list[tuple[int, str]] = []
     paragraphs: list[str] = []
     first: dict[int, str] = {}  # the first Title (0) and Heading 1 (1) texts
+    # Heading levels by style id: python-docx scans every style of the file for each lookup.
+    levels: dict[str | None, int | None] = {}
 
     def close() -> None:
         if paragraphs:
@@ -101,10 +116,14 @@ def _read(word: docx.document.Document, name: str) -> Document:
                 paragraphs.append("\n".join(rows))
             continue
         text = _paragraph_text(block)
-        level = _heading_level(block)
-        if level is None or not text:
-            if text:
-                paragraphs.append(text)
+        if not text:
+            continue
+        style_id = block._p.style
+        if style_id not in levels:
+            levels[style_id] = _heading_level(block)
+        level = levels[style_id]
+        if level is None:
+            paragraphs.append(text)
             continue
         close()
         while chain and chain[-1][0] >= level:

@@ -145,6 +145,7 @@ class _Reader:
         self._chain: list[tuple[int, str]] = []
         self._paragraphs: list[str] = []
         self._words: list[str] = []  # text of the paragraph being read
+        self._has_words = False  # whether _words holds more than whitespace (no join per cell)
         self._rows_read: list[str] = []  # the rows of the table being read, one line each
         self._heading: tuple[int, list[str]] | None = None  # level and words of a heading
         self._pre = 0
@@ -185,7 +186,7 @@ class _Reader:
             self._heading = (HEADINGS[tag], [])
         elif tag == "tr":
             self._end_row()
-        elif tag in CELLS and self._rows and "".join(self._words).strip():
+        elif tag in CELLS and self._rows and self._has_words:
             self._words.append(CELL_SEPARATOR)
         elif tag in BLOCKS:
             self._boundary()
@@ -221,7 +222,11 @@ class _Reader:
             self._end_paragraph()
 
     def _text(self, text: str) -> None:
-        (self._heading[1] if self._heading else self._words).append(text)
+        if self._heading:
+            self._heading[1].append(text)
+        else:
+            self._words.append(text)
+            self._has_words = self._has_words or bool(text.strip())
 
     def _open_heading(self, level: int, text: str) -> None:
         if not text:
@@ -237,6 +242,7 @@ class _Reader:
         if row := collapse("".join(self._words)):
             self._rows_read.append(row)
         self._words = []
+        self._has_words = False
 
     def _end_paragraph(self) -> None:
         if self._rows_read:
@@ -244,6 +250,7 @@ class _Reader:
             self._rows_read = []
         raw = "".join(self._words)
         self._words = []
+        self._has_words = False
         if self._pre:
             lines = [line.rstrip() for line in raw.split("\n")]
             blocks = "\n".join(lines).split("\n\n")

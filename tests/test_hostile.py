@@ -1,0 +1,346 @@
+"""Hostile input through the real pipeline: any question against a real base, any document
+text through parse → chunk → store → FTS5 → search → snippet, and a corpus of malformed and
+adversarial files indexed within bounded time and memory.
+
+tests/test_tokenizer.py, test_chunking.py and test_snippet.py hold the properties of each
+piece alone; these hold them end to end.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import zipfile
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from conftest import EXAMPLES, ROOT, words_only_base
+from consistency import check_consistent, expected_chunks
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from metis_lite import parsing
+from metis_lite.base import Base
+from metis_lite.chunking import chunk
+from metis_lite.records import Filters
+from metis_lite.settings import CHUNK_CHARS, KINDS, MODES, SNIPPET_CHARS
+from metis_lite.snippet import ELLIPSIS
+from metis_lite.tokenizer import fold, tokens
+
+WARNING_CODES = {
+    "EMPTY_QUESTION",
+    "EMBEDDING_MODEL_UNAVAILABLE",
+    "RERANKER_UNAVAILABLE",
+    "NO_VECTORS",
+    "CHUNKS_WITHOUT_VECTORS",
+    "NOTHING_INDEXED_YET",
+    "NO_DOCUMENTS",
+}
+
+FTS5_SYNTAX = [
+    '"',
+    "'",
+    "*",
+    "(",
+    ")",
+    ":",
+    "^",
+    "-",
+    "+",
+    "AND",
+    "OR",
+    "NOT",
+    "NEAR",
+    "NEAR(",
+    "{",
+    "}",
+    ",",
+]
+
+# Any text (lone surrogates too: a JSON body may carry them), and text built from FTS5's syntax.
+QUESTIONS = st.one_of(
+    st.text(alphabet=st.characters(exclude_categories=()), max_size=200),
+    st.lists(
+        st.one_of(
+            st.sampled_from(FTS5_SYNTAX), st.sampled_from(["vacation", "Xid", "79", "proxy"])
+        ),
+        max_size=12,
+    ).map(" ".join),
+)
+
+FILTERS = st.builds(
+    Filters,
+    path_prefix=st.one_of(
+        st.none(), st.sampled_from(["policies/", "it/", "ti/", ""]), st.text(max_size=10)
+    ),
+    kinds=st.lists(st.sampled_from(KINDS + ("note",)), max_size=3, unique=True).map(tuple),
+    sources=st.lists(st.one_of(st.just("handbook"), st.text(max_size=8)), max_size=2).map(tuple),
+)
+
+
+@pytest.fixture(scope="module")
+def handbook(example_base_file, tmp_path_factory):
+    """The example base with its embedded model: questions are embedded for real."""
+    copy = tmp_path_factory.mktemp("hostile") / "handbook.db"
+    shutil.copy(example_base_file, copy)
+    with Base(copy) as base:
+        yield base
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    question=QUESTIONS,
+    mode=st.sampled_from(MODES),
+    top_k=st.integers(1, 30),
+    rerank=st.booleans(),
+    filters=FILTERS,
+)
+def test_any_question_in_any_mode_answers_at_most_top_k_whole_cited_results(
+    handbook, question, mode, top_k, rerank, filters
+):
+    answer = handbook.search(question, mode=mode, top_k=top_k, rerank=rerank, filters=filters)
+    assert answer.mode == mode
+    assert {w.code for w in answer.warnings} <= WARNING_CODES
+    assert len(answer.results) <= top_k
+    assert len({r.chunk_id for r in answer.results}) == len(answer.results)
+    scores = [r.score for r in answer.results]
+    assert scores == sorted(scores, reverse=True)
+    for result in answer.results:
+        citation = result.citation
+        if filters.path_prefix:
+            assert citation.document.startswith(filters.path_prefix)
+        if filters.kinds:
+            assert citation.kind in filters.kinds
+        if filters.sources:
+            assert citation.source in filters.sources
+        assert result.text and len(citation.snippet) <= SNIPPET_CHARS
+        assert citation.snippet.strip(ELLIPSIS)[:20] in " ".join(result.text.split())
+        if mode == "keyword":
+            assert result.scores.dense is None and result.scores.keyword is not None
+        if mode == "dense":
+            assert result.scores.keyword is None and result.scores.dense is not None
+
+
+# -- any document through the pipeline ------------------------------------------------------
+
+WORDY = st.characters(
+    categories=("L", "M", "N", "P", "S", "Zs"), include_characters="\n\t\x00\u200b"
+)
+PARAGRAPH = st.text(alphabet=WORDY, min_size=0, max_size=400)
+MARKDOWN = st.lists(
+    st.one_of(
+        PARAGRAPH,
+        st.builds(lambda n, t: "#" * n + " " + t.replace("\n", " "), st.integers(1, 7), PARAGRAPH),
+        st.builds(lambda t: "```\n" + t + "\n```", PARAGRAPH),
+        st.builds(lambda t: "| " + t.replace("\n", " | ") + " |", PARAGRAPH),
+    ),
+    max_size=12,
+).map("\n\n".join)
+
+
+def _non_space(text: str) -> str:
+    return "".join(text.split())
+
+
+@settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(
+    files=st.lists(st.tuples(st.sampled_from(["md", "txt"]), MARKDOWN), min_size=1, max_size=3),
+    chunk_size=st.sampled_from([100, 250, CHUNK_CHARS]),
+)
+def test_any_text_is_chunked_stored_found_and_snippeted_whole(files, chunk_size):
+    with tempfile.TemporaryDirectory() as scratch:
+        src = Path(scratch) / "src"
+        src.mkdir()
+        for n, (kind, text) in enumerate(files):
+            (src / f"f{n}.{kind}").write_text(text, encoding="utf-8")
+        with words_only_base(Path(scratch) / "b.db", src) as base:
+            base.configure(chunk_size=chunk_size)
+            report = base.index()
+            stored = {
+                path: [
+                    r[0]
+                    for r in base.store.db.execute(
+                        "SELECT c.text FROM chunks c JOIN documents d ON d.id = c.document_id"
+                        " WHERE d.path = ? ORDER BY c.ordinal",
+                        (path,),
+                    )
+                ]
+                for (path,) in base.store.db.execute("SELECT path FROM documents")
+            }
+            skipped = {s.path.split("/", 1)[1] for s in report.skipped}
+            assert set(stored) | skipped == {f"f{n}.{kind}" for n, (kind, _) in enumerate(files)}
+            for path, texts in stored.items():
+                document = parsing.parse(src / path)
+                # Stored exactly as cut, each within the size, and nothing of a section lost.
+                assert texts == [c.text for c in chunk(document, chunk_size=chunk_size)]
+                assert all(0 < len(t) <= chunk_size for t in texts)
+                assert _non_space("".join(texts)) == _non_space(
+                    "".join(s.text for s in document.sections)
+                )
+            check_consistent(Path(scratch) / "b.db", expected_chunks(src, chunk_size))
+
+            # The rarest word of each chunk finds it, and its snippet shows that word.
+            counts = Counter(w for texts in stored.values() for t in texts for w in set(tokens(t)))
+            for texts in stored.values():
+                for text in texts:
+                    words = [w for w in tokens(text) if len(w) < 30]
+                    if not words:
+                        continue
+                    word = min(words, key=lambda w: (counts[w], w))
+                    if counts[word] > 20:
+                        continue
+                    answer = base.search(word, mode="keyword", top_k=50, rerank=False)
+                    hit = [r for r in answer.results if r.text == text]
+                    assert hit, (word, text)
+                    assert len(hit[0].citation.snippet) <= SNIPPET_CHARS
+                    assert word in tokens(fold(hit[0].citation.snippet)), (word, hit[0])
+
+
+# -- a corpus of malformed and adversarial files --------------------------------------------
+
+PEAK_RSS_BYTES = 1536 * 1024 * 1024
+"""The indexer's peak memory on this corpus: generous (the 20 MB line alone is ~100 MB)."""
+
+INDEX_TIMEOUT_S = 120
+"""Generous; not a benchmark: it only says that no file makes the indexer hang or go quadratic."""
+
+
+def _docx_with_body(body: str) -> bytes:
+    """The example onboarding.docx with its body replaced by `body` (WordprocessingML)."""
+    out = io.BytesIO()
+    source = EXAMPLES / "people" / "onboarding.docx"
+    with zipfile.ZipFile(source) as zin, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zout:
+        for item in zin.infolist():
+            data = zin.read(item)
+            if item.filename == "word/document.xml":
+                head, tail = data.decode().split("<w:body>", 1)
+                data = (head + "<w:body>" + body + tail[tail.index("<w:sectPr") :]).encode()
+            zout.writestr(item, data)
+    return out.getvalue()
+
+
+def _lying_zip(data: bytes) -> bytes:
+    """A DOCX whose directory says every part is 1 KB, while it inflates to far more."""
+    patched = bytearray(data)
+    for signature, offset in ((b"PK\x03\x04", 22), (b"PK\x01\x02", 24)):
+        at = patched.find(signature)
+        while at != -1:
+            patched[at + offset : at + offset + 4] = (1024).to_bytes(4, "little")
+            at = patched.find(signature, at + 4)
+    return bytes(patched)
+
+
+def _broken_xref_pdf() -> bytes:
+    pdf = (EXAMPLES / "it" / "security-guide.pdf").read_bytes()
+    at = pdf.rindex(b"startxref")
+    pdf = pdf[:at] + b"startxref\n999999999\n%%EOF\n"
+    xref = pdf.find(b"\nxref")
+    if xref != -1:  # offsets that point nowhere
+        pdf = pdf[:xref] + pdf[xref:].replace(b" 00000 n", b" 99999 n")
+    return pdf
+
+
+def adversarial_corpus(folder: Path) -> dict[str, str]:
+    """Write the corpus; returns name → a word that must be found if the file is indexed."""
+    rng = random.Random(79)
+    folder.mkdir()
+    files: dict[str, bytes] = {
+        "deep.html": b"<div>" * 100_000 + b"deepmarker text" + b"</div>" * 100_000,
+        "deep-inline.html": b"<b><i><u>" * 30_000 + b"inlinemarker text",
+        "wide-table.html": b"<table><tr>" + b"<td>cell</td>" * 100_000 + b"</tr></table>",
+        "huge-line.txt": b" ".join(b"linemarker%d" % (i % 1000) for i in range(1_700_000)),
+        "one-word.txt": b"x" * 5_000_000,
+        "million-paragraphs.md": b"".join(b"p%d\n\n" % i for i in range(1_000_000)),
+        "headings.md": b"".join(
+            b"# Heading %d\n\nheadingmarker%d\n\n" % (i, i) for i in range(10_000)
+        ),
+        "deep-headings.md": b"".join(b"#" * (1 + i % 6) + b" H%d\n" % i for i in range(10_000)),
+        "long-heading.md": b"# " + b"title " * 200_000 + b"\n\nbody of the long heading\n",
+        "garbage.md": rng.randbytes(2_000_000),
+        "nul.txt": b"\x00" * 1_000_000,
+        "bomb.docx": _docx_with_body("<w:p/>" * 3_500_000),
+        "lying-bomb.docx": _lying_zip(
+            _docx_with_body("<w:p><w:r><w:t>bomb</w:t></w:r></w:p>" * 300_000)
+        ),
+        "broken-xref.pdf": _broken_xref_pdf(),
+        "half.pdf": (EXAMPLES / "it" / "security-guide.pdf").read_bytes()[:15_000],
+    }
+    for name, data in files.items():
+        (folder / name).write_bytes(data)
+    return {
+        "deep.html": "deepmarker",
+        "deep-inline.html": "inlinemarker",
+        "wide-table.html": "cell",
+        "huge-line.txt": "linemarker999",
+        "million-paragraphs.md": "p999999",
+        "headings.md": "headingmarker9999",
+        "long-heading.md": "body",
+    }
+
+
+def run_measured(command: list[str], timeout: float) -> tuple[int, int, str, str]:
+    """(exit status, peak RSS in bytes, stdout, stderr) of one child, measured by wait4."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        process = subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=err)
+        killer = threading.Timer(timeout, os.kill, (process.pid, signal.SIGKILL))
+        killer.start()
+        try:
+            _, status, usage = os.wait4(process.pid, 0)
+        finally:
+            killer.cancel()
+        process.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        return process.returncode, usage.ru_maxrss * 1024, out.read().decode(), err.read().decode()
+
+
+def test_a_corpus_of_adversarial_files_is_indexed_within_bounded_time_and_memory(tmp_path):
+    src = tmp_path / "src"
+    markers = adversarial_corpus(src)
+    base_file = tmp_path / "b.db"
+    words_only_base(base_file, src).close()
+    started = time.monotonic()
+    code, peak, out, err = run_measured(
+        [sys.executable, "-m", "metis_lite", "index", str(base_file), "--json"], INDEX_TIMEOUT_S
+    )
+    elapsed = time.monotonic() - started
+    assert code == 0, f"exit {code} after {elapsed:.0f} s (killed at {INDEX_TIMEOUT_S} s?): {err}"
+    assert "Traceback" not in err
+    assert peak < PEAK_RSS_BYTES, f"peak RSS {peak / 2**20:.0f} MiB"
+    report = json.loads(out)
+
+    # Every file is either a document or skipped with its reason: nothing silently lost.
+    with Base(base_file) as base:
+        indexed = {path for (path,) in base.store.db.execute("SELECT path FROM documents")}
+        skipped = {s["path"].split("/", 1)[1]: s["reason"] for s in report["skipped"]}
+        assert indexed | set(skipped) == {p.name for p in src.iterdir()}
+        assert not indexed & set(skipped)
+        assert all(skipped.values())
+        assert "zip bomb" in skipped["bomb.docx"]
+        assert "lying-bomb.docx" in skipped
+        assert {"garbage.md", "nul.txt"} <= set(skipped)
+        for name, word in markers.items():
+            assert name in indexed, skipped.get(name)
+            hits = base.search(word, mode="keyword", top_k=5).results
+            assert hits and hits[0].citation.document == name, (name, word)
+        db = base.store.db
+        assert [r[0] for r in db.execute("PRAGMA integrity_check")] == ["ok"]
+        db.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('integrity-check')")
+        for _, n, top in db.execute(
+            "SELECT document_id, count(*), max(ordinal) FROM chunks GROUP BY document_id"
+        ):
+            assert top == n - 1
