@@ -1,0 +1,59 @@
+"""The index service as a real process on 127.0.0.1 (`python -m metis_lite.api BASE… --port 0`,
+which prints `serving http://127.0.0.1:PORT` first), for the load and fuzz tests."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from conftest import ROOT
+
+STARTUP_S = 60
+
+
+@dataclass
+class Service:
+    process: subprocess.Popen[bytes]
+    url: str
+    stderr: Path
+
+    def peak_rss_bytes(self) -> int:
+        """The process's peak resident memory so far (VmHWM)."""
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+        raise AssertionError("no VmHWM in /proc")
+
+
+def serve(folder: Path, *args: str) -> Service:
+    out, err = folder / "service.out", folder / "service.err"
+    with out.open("wb") as stdout, err.open("wb") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "metis_lite.api", *args, "--port", "0"],
+            stdout=stdout,
+            stderr=stderr,
+            cwd=ROOT,
+        )
+    deadline = time.monotonic() + STARTUP_S
+    while time.monotonic() < deadline:
+        first, newline, _ = out.read_text("utf-8").partition("\n")
+        if newline:
+            return Service(process, first.removeprefix("serving "), err)
+        if process.poll() is not None:
+            raise AssertionError(f"the service exited: {err.read_text()}")
+        time.sleep(0.05)
+    process.kill()
+    process.wait()
+    raise AssertionError("the service did not start")
+
+
+def stop(service: Service) -> None:
+    service.process.terminate()
+    try:
+        service.process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        service.process.kill()
+        service.process.wait()
