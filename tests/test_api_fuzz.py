@@ -37,6 +37,7 @@ REFUSED_THOUGH_VALID = (
     "stated_at must be an ISO 8601",  # the schema says a string; its description, ISO 8601
     "does not exist in this base",  # `replaces` names a fact the base does not hold
     "offset must be a whole number from 0 to",  # the schema gives offset no maximum
+    "a fact needs some text",  # text of only spaces Python strips (\x1c…) that ECMA's \S allows
 )
 """What the service refuses (400) in a body or query the schema allows; nothing else."""
 
