@@ -1,8 +1,9 @@
 """The index service as a real process on 127.0.0.1 (`python -m metis_lite.api BASE… --port 0`,
-which prints `serving http://127.0.0.1:PORT` first), for the load and fuzz tests."""
+which prints `serving http://127.0.0.1:PORT` first), for the API, memory, load and fuzz tests."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -18,7 +19,16 @@ STARTUP_S = 60
 class Service:
     process: subprocess.Popen[bytes]
     url: str
+    stdout: Path
     stderr: Path
+
+    @property
+    def port(self) -> int:
+        return int(self.url.rsplit(":", 1)[1])
+
+    def output(self) -> str:
+        """All the service printed so far, stdout then stderr."""
+        return self.stdout.read_text("utf-8", "replace") + self.stderr.read_text("utf-8", "replace")
 
     def peak_rss_bytes(self) -> int:
         """The process's peak resident memory so far (VmHWM)."""
@@ -28,7 +38,7 @@ class Service:
         raise AssertionError("no VmHWM in /proc")
 
 
-def serve(folder: Path, *args: str) -> Service:
+def serve(folder: Path, *args: str, env: dict[str, str] | None = None) -> Service:
     out, err = folder / "service.out", folder / "service.err"
     with out.open("wb") as stdout, err.open("wb") as stderr:
         process = subprocess.Popen(
@@ -36,12 +46,13 @@ def serve(folder: Path, *args: str) -> Service:
             stdout=stdout,
             stderr=stderr,
             cwd=ROOT,
+            env={**os.environ, **(env or {})},
         )
     deadline = time.monotonic() + STARTUP_S
     while time.monotonic() < deadline:
         first, newline, _ = out.read_text("utf-8").partition("\n")
         if newline:
-            return Service(process, first.removeprefix("serving "), err)
+            return Service(process, first.removeprefix("serving "), out, err)
         if process.poll() is not None:
             raise AssertionError(f"the service exited: {err.read_text()}")
         time.sleep(0.05)

@@ -10,7 +10,6 @@ server made by `make_server` on port 0.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import socket
 import subprocess
@@ -18,7 +17,6 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -26,6 +24,7 @@ import pytest
 from conftest import EXAMPLES, ROOT, words_only_base
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from serving import Service, serve, stop
 
 from metis_lite.access import TOKENS_ENV
 from metis_lite.api import make_server, parse_search
@@ -57,48 +56,9 @@ def auth(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
 
-@dataclass
-class Server:
-    process: subprocess.Popen[bytes]
-    url: str
-    port: int
-    stdout: Path
-    stderr: Path
-
-    def output(self) -> str:
-        return self.stdout.read_text("utf-8", "replace") + self.stderr.read_text("utf-8", "replace")
-
-
-def start_server(folder: Path, *args: str, env: dict[str, str] | None = None) -> Server:
-    out, err = folder / "stdout.txt", folder / "stderr.txt"
-    with out.open("wb") as stdout, err.open("wb") as stderr:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "metis_lite.api", *args, "--port", "0"],
-            stdout=stdout,
-            stderr=stderr,
-            cwd=ROOT,
-            env={**os.environ, **(env or {})},
-        )
-    deadline = time.monotonic() + STARTUP_S
-    while time.monotonic() < deadline:
-        first = out.read_text("utf-8").partition("\n")
-        if first[1]:
-            url = first[0].removeprefix("serving ")
-            return Server(process, url, int(url.rsplit(":", 1)[1]), out, err)
-        if process.poll() is not None:
-            raise AssertionError(f"the server exited: {err.read_text()}")
-        time.sleep(0.05)
-    process.kill()
-    raise AssertionError("the server did not start")
-
-
-def stop_server(server: Server) -> None:
-    server.process.terminate()
-    try:
-        server.process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        server.process.kill()
-        server.process.wait()
+Server = Service
+start_server = serve
+stop_server = stop
 
 
 def raw_request(port: int, data: bytes, *, timeout: float = 10.0) -> bytes:
@@ -778,8 +738,12 @@ def test_sources_are_kept_up_to_date_by_polling(in_process, tmp_path):
 # Two levels of nesting, written out: st.recursive's extend check raised a spurious
 # HypothesisDeprecationWarning in the full suite (warnings are errors here).
 _LEAF = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20)
-_LEVEL = _LEAF | st.lists(_LEAF, max_size=4) | st.dictionaries(st.text(max_size=8), _LEAF, max_size=4)
-JSON = _LEVEL | st.lists(_LEVEL, max_size=4) | st.dictionaries(st.text(max_size=8), _LEVEL, max_size=4)
+_LEVEL = (
+    _LEAF | st.lists(_LEAF, max_size=4) | st.dictionaries(st.text(max_size=8), _LEAF, max_size=4)
+)
+JSON = (
+    _LEVEL | st.lists(_LEVEL, max_size=4) | st.dictionaries(st.text(max_size=8), _LEVEL, max_size=4)
+)
 FIELD_VALUES = {
     "question": st.text(max_size=40),
     "mode": st.sampled_from(["hybrid", "dense", "keyword", "other"]),
@@ -831,3 +795,40 @@ def test_any_body_is_answered_or_refused_never_500(in_process):
                 assert set(response.json()) == {"error"}
 
     ask()
+
+
+def test_bases_say_when_the_embedding_model_cannot_read_them(small_base, tmp_path):
+    """A Portuguese base whose model is named all-MiniLM-L6-v2 (English) carries
+    MODEL_LANGUAGE_MISMATCH in its status; a base whose model is unknown carries none."""
+    portuguese = tmp_path / "pt.db"
+    with Base(portuguese, create=True) as base:
+        base.configure(
+            embedding={
+                "provider": "tei",
+                "url": "http://127.0.0.1:9",
+                "model": "all-MiniLM-L6-v2",
+                "timeout_s": 1,
+            }
+        )
+        base.add_source(EXAMPLES / "ti")
+        base.index()
+    server = make_server(
+        [str(small_base), str(portuguese)],
+        port=0,
+        environ={},
+        poll_s=0,
+        access_log=False,
+        log=lambda line: None,
+    )
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    try:
+        bases = {b["name"]: b for b in http.get(f"{server.url}/v1/bases").json()["bases"]}
+        assert bases["small"]["warnings"] == []
+        (warning,) = bases["pt"]["warnings"]
+        assert warning["code"] == "MODEL_LANGUAGE_MISMATCH"
+        assert "is Portuguese, which all-MiniLM-L6-v2 (English) does not read" in warning["message"]
+    finally:
+        server.shutdown()
+        thread.join()
+        server.close()
