@@ -1,4 +1,4 @@
--- metis-lite base file, schema version 1. The one source of the DDL (DESIGN.md, "The base file").
+-- metis-lite base file, schema version 2. The one source of the DDL (DESIGN.md, "The base file").
 -- Every table but chunks_fts reads in a stock sqlite3 shell; chunks_fts needs the 'metis'
 -- tokenizer (open it with `metis-lite shell BASE`).
 
@@ -47,8 +47,10 @@ CREATE TABLE IF NOT EXISTS chunks (
 CREATE INDEX IF NOT EXISTS chunks_by_document ON chunks(document_id, ordinal);
 
 -- Words of each chunk (rowid = chunks.id): its text, and its title and headings as context.
+-- 'metis 2' names the word rules (tokenizer.py): version 2 makes CJK bigrams and keeps marks in
+-- words. A base of schema version 1 has tokenize='metis' (version 1) until `index` rebuilds it.
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
-  text, context, content='', contentless_delete=1, tokenize='metis'
+  text, context, content='', contentless_delete=1, tokenize='metis 2'
 );
 
 -- One vector per chunk at most, float32 little-endian (sqlite-vec's format), tagged with its model.

@@ -35,13 +35,24 @@ from metis_lite.errors import (
 )
 from metis_lite.records import Chunk, Filters, contextualize
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""2: the words index is declared with its word rules (`tokenize='metis 2'`). A base of version
+1 is read as it is, and `index` rebuilds its words index (rebuild_words) and records 2: code
+that knows only version 1 then refuses the base, rather than write words by its old rules."""
 BUSY_TIMEOUT_MS = 5_000
 """How long a statement waits for another connection's write to end before failing."""
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
 _SCHEMA_OBJECT = re.compile(r"CREATE (?:VIRTUAL TABLE|TABLE|INDEX|TRIGGER) IF NOT EXISTS (\w+)")
+
+
+def _statement(name: str) -> str:
+    """schema.sql's CREATE statement for one table."""
+    match = re.search(rf"CREATE [^;]*? IF NOT EXISTS {name}\b[^;]*;", schema_sql())
+    if match is None:
+        raise StoreError(f"schema.sql has no table {name}")
+    return match.group()
 
 
 def schema_sql() -> str:
@@ -217,6 +228,50 @@ class Store:
                 "INSERT INTO meta (key, value) VALUES ('schema_version', ?), ('created_at', ?)",
                 (str(SCHEMA_VERSION), now_iso()),
             )
+
+    # -- words index ------------------------------------------------------------------------
+
+    @property
+    def words_version(self) -> int:
+        """The word rules the base's words index was built with (tokenizer.VERSIONS), as its
+        declaration names them; read again only when the schema changes (rebuild_words here or
+        in another process)."""
+        cookie = self.db.execute("PRAGMA schema_version").fetchone()[0]
+        if getattr(self, "_words_cookie", None) != cookie:
+            row = self.db.execute(
+                "SELECT sql FROM sqlite_schema WHERE name = 'chunks_fts'"
+            ).fetchone()
+            self._words_cookie = cookie
+            self._words_version = tokenizer.declared_version(row[0]) if row else tokenizer.VERSION
+        return self._words_version
+
+    @property
+    def words_outdated(self) -> bool:
+        """True when the words index was built by older word rules than this metis-lite's
+        (before CJK bigrams): searches still read it by its own rules; `index` rebuilds it."""
+        return self.words_version < tokenizer.VERSION
+
+    def rebuild_words(self) -> int:
+        """Build the words index again by today's word rules, from the chunks as stored (text,
+        and title and headings as context, as replace_document writes them); returns the
+        chunks indexed. One transaction: a crash leaves the old index whole or the new one,
+        never a mix. Nothing is embedded again."""
+        with self._transaction():
+            self.db.execute("UPDATE meta SET value = value WHERE 0")  # the write lock first
+            self.db.execute("DROP TABLE IF EXISTS chunks_fts")
+            self.db.execute(_statement("chunks_fts"))
+            rows = self.db.execute("SELECT id, text, title, headings FROM chunks ORDER BY id")
+            self.db.cursor().executemany(
+                "INSERT INTO chunks_fts (rowid, text, context) VALUES (?, ?, ?)",
+                (
+                    (chunk_id, text, " ".join((title, *json.loads(headings))))
+                    for chunk_id, text, title, headings in rows
+                ),
+            )
+            self.db.execute(
+                "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
+            )
+            return int(self.db.execute("SELECT count(*) FROM chunks").fetchone()[0])
 
     def _missing_objects(self) -> set[str]:
         wanted = set(_SCHEMA_OBJECT.findall(schema_sql()))
@@ -438,6 +493,35 @@ class Store:
             r[0]: ChunkRow(r[0], r[1], r[2], tuple(json.loads(r[3])), r[4], r[5], r[6], r[7], r[8])
             for r in rows
         }
+
+    def chunks_generation(self) -> tuple[int, int]:
+        """(chunks, last chunk id ever given): changes whenever a chunk is added or removed
+        (ids are never reused); cached until this or another connection writes."""
+        key = (self.data_version(), self.db.total_changes())
+        if getattr(self, "_generation_key", None) != key:
+            self._generation_key = key
+            self._generation = self.db.execute(
+                "SELECT (SELECT count(*) FROM chunks),"
+                " coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'chunks'), 0)"
+            ).fetchone()
+        return self._generation
+
+    def chunk_sample(self, n: int, chars: int) -> list[str]:
+        """The first `chars` characters of up to n chunks spread evenly over the ids (one
+        index seek each, however large the base)."""
+        return [
+            row[0]
+            for row in self.db.execute(
+                "WITH RECURSIVE"
+                " bounds(lo, hi) AS (SELECT min(id), max(id) FROM chunks),"
+                " k(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM k WHERE i + 1 < ?),"
+                " picked(id) AS (SELECT DISTINCT (SELECT c.id FROM chunks c"
+                "   WHERE c.id >= lo + i * (hi - lo + 1) / ? ORDER BY c.id LIMIT 1)"
+                "   FROM k, bounds WHERE lo IS NOT NULL)"
+                " SELECT substr(c.text, 1, ?) FROM picked JOIN chunks c ON c.id = picked.id",
+                (n, n, chars),
+            )
+        ]
 
     def filtered_chunk_ids(self, filters: Filters) -> np.ndarray:
         """Ids of the chunks the filters keep (sorted)."""

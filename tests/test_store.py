@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import sqlite3
 
+import numpy as np
 import pytest
+from conftest import words_only_base
 
+from metis_lite import keyword, tokenizer
+from metis_lite.base import Base
 from metis_lite.errors import BaseBusy, NotABase, SchemaTooNew, StoreError
 from metis_lite.records import Chunk
 from metis_lite.store import SCHEMA_VERSION, IndexerLock, Store
@@ -119,3 +123,103 @@ def test_search_counts_hold_no_question(tmp_path):
     store.count_searches(2)
     store.count_searches(1)
     assert list(store.search_counts().values()) == [3]
+
+
+# The words index of a base made before word rules version 2 (issue 12): read by its own rules
+# until `index` rebuilds it, in one transaction, without embedding anything again.
+
+VERSION_1_WORDS = """CREATE VIRTUAL TABLE chunks_fts USING fts5(
+  text, context, content='', contentless_delete=1, tokenize='metis'
+)"""
+"""chunks_fts as schema.sql declared it in schema version 1."""
+
+
+def version_1_base(tmp_path):
+    """A words-only base of three documents, then made as metis-lite made it before version 2:
+    its words index declared and filled by version 1's rules, schema version 1; and a vector
+    for each chunk, which a rebuild must leave as it is."""
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "tokyo.md").write_text("# 天気\n\n東京都の天気は晴れです。", encoding="utf-8")
+    (folder / "proxy.md").write_text(
+        "# Proxy\n\nConfiguração do proxy: porta 3128.", encoding="utf-8"
+    )
+    (folder / "hindi.md").write_text("# भाषा\n\nहिन्दी भाषा", encoding="utf-8")
+    with words_only_base(tmp_path / "old.db", folder) as base:
+        base.index()
+        store = base.store
+        ids = [r[0] for r in store.db.execute("SELECT id FROM chunks ORDER BY id")]
+        store.put_vectors(base.model_label, [(i, np.full(4, i, dtype=np.float32)) for i in ids])
+        with store.db:
+            store.db.execute("DROP TABLE chunks_fts")
+            store.db.execute(VERSION_1_WORDS)
+            store.db.execute(
+                "INSERT INTO chunks_fts (rowid, text, context) SELECT id, text, title FROM chunks"
+            )
+            store.db.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    return tmp_path / "old.db"
+
+
+def found(store, question):
+    hits = keyword.search(store, question, 10)
+    return sorted(row.document for row in store.chunk_rows([h.chunk_id for h in hits]).values())
+
+
+def vectors(store):
+    return store.db.execute("SELECT seq, chunk_id, model, embedding FROM vectors").fetchall()
+
+
+def test_a_version_1_words_index_is_searched_by_its_own_rules_and_says_it_is_outdated(tmp_path):
+    with Base(version_1_base(tmp_path)) as base:
+        store = base.store
+        assert (store.words_version, store.words_outdated) == (1, True)
+        assert keyword.index_warnings(store) == [keyword.WORDS_INDEX_OUTDATED]
+        assert found(store, "configuracao") == ["proxy.md"]
+        assert found(store, "東京") == []  # one word for the whole run: 東京都の天気は晴れです
+        assert found(store, "東京都の天気は晴れです") == ["tokyo.md"]
+        assert found(store, "हिन्दी") == []  # cut at its vowel signs into single letters
+
+
+def test_index_rebuilds_an_outdated_words_index_and_embeds_nothing_again(tmp_path):
+    path = version_1_base(tmp_path)
+    with Base(path) as base:
+        reader = base.store  # a connection opened before the rebuild sees it too
+        before = vectors(reader)
+        chunk_ids = reader.db.execute("SELECT id FROM chunks ORDER BY id").fetchall()
+        removals = reader.last_removal_seq()
+        base.index()
+        assert (reader.words_version, reader.words_outdated) == (2, False)
+        assert keyword.index_warnings(reader) == []
+        assert found(reader, "東京") == ["tokyo.md"]
+        assert found(reader, "東京の天気") == ["tokyo.md"]
+        assert found(reader, "हिन्दी") == ["hindi.md"]
+        assert found(reader, "configuracao") == ["proxy.md"]
+        assert found(reader, "天気") == ["tokyo.md"]  # the heading, as context
+        assert vectors(reader) == before
+        assert reader.last_removal_seq() == removals
+        assert reader.db.execute("SELECT id FROM chunks ORDER BY id").fetchall() == chunk_ids
+        reader.db.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('integrity-check')")
+        version = reader.db.execute("SELECT value FROM meta WHERE key = 'schema_version'")
+        assert int(version.fetchone()[0]) == SCHEMA_VERSION
+        sql = reader.db.execute("SELECT sql FROM sqlite_schema WHERE name = 'chunks_fts'")
+        assert f"tokenize='{tokenizer.TOKENIZE}'" in sql.fetchone()[0]
+        assert base.index().added == 0  # nothing more to rebuild or read
+
+
+def test_a_rebuild_that_fails_midway_leaves_the_old_words_index_whole(tmp_path):
+    path = version_1_base(tmp_path)
+    with Store(path) as store:
+        last = store.db.execute("SELECT max(id) FROM chunks").fetchone()[0]
+        headings = store.db.execute("SELECT headings FROM chunks WHERE id = ?", (last,))
+        headings = headings.fetchone()[0]
+        with store.db:
+            store.db.execute("UPDATE chunks SET headings = 'not json' WHERE id = ?", (last,))
+        with pytest.raises(ValueError):  # raised by the last row, after the others were written
+            store.rebuild_words()
+        assert store.words_version == 1
+        with store.db:
+            store.db.execute("UPDATE chunks SET headings = ? WHERE id = ?", (headings, last))
+        assert found(store, "東京都の天気は晴れです") == ["tokyo.md"]
+        store.db.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('integrity-check')")
+        version = store.db.execute("SELECT value FROM meta WHERE key = 'schema_version'")
+        assert version.fetchone()[0] == "1"
