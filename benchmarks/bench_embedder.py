@@ -1,5 +1,5 @@
-"""How fast the embedded models run: the NumPy embedder beside the torch reference, and the
-in-process cross-encoder.
+"""How fast the embedded models run: the NumPy all-MiniLM-L6-v2 (or a folder) beside the torch
+reference, and the in-process cross-encoder (multilingual-e5-small, the default: bench_e5.py).
 
     python benchmarks/bench_embedder.py [--passages 256] [--rounds 3] [--reranker PATH]
                                         [--model PATH] [--workers N] [--no-reference]
@@ -35,6 +35,7 @@ import numpy as np
 
 from metis_lite.models.crossencoder import CrossEncoderReranker
 from metis_lite.models.embedded import EmbeddedEmbedder, shipped_model_folder
+from metis_lite.settings import MINILM_MODEL
 
 WORDS = (
     "the leave policy gives every employee twenty five days of paid vacation per year configuração"
@@ -217,14 +218,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--passages", type=int, default=256)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--model", help="a local sentence-transformers folder (default: shipped)")
+    parser.add_argument(
+        "--model", help="a local sentence-transformers folder (default: the shipped MiniLM)"
+    )
     parser.add_argument("--reranker", help="a cross-encoder folder (default: random weights)")
     parser.add_argument("--workers", type=int, help="threads for the NumPy models (default: 2)")
     parser.add_argument("--no-reference", action="store_true", help="skip the torch reference")
     args = parser.parse_args(argv)
     texts, asks = passages(args.passages), questions()
     folder = Path(args.model) if args.model else shipped_model_folder()
-    embedder = EmbeddedEmbedder(args.model, workers=args.workers)
+    model = None if args.model else MINILM_MODEL  # e5, the default, has bench_e5.py
+    embedder = EmbeddedEmbedder(args.model, model=model, workers=args.workers)
     reference = None if args.no_reference else torch_reference(folder)
     ours: list[Figures] = []
     theirs: list[Figures] = []

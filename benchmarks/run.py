@@ -411,7 +411,7 @@ def embedder_vs_torch(passages: int, rounds: int) -> dict:
     except ImportError as exc:
         return {"available": False, "why": f"not available ({exc})"}
     texts, asks = be.passages(passages), be.questions()
-    embedder = EmbeddedEmbedder()
+    embedder = EmbeddedEmbedder(model="all-MiniLM-L6-v2")  # e5's own figures: bench_e5.py
     reference = be.torch_reference(shipped_model_folder())
     ours, theirs = [], []
     for _ in range(rounds):

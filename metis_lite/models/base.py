@@ -9,7 +9,8 @@ how to degrade; providers never return partial results silently.
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence
+from collections.abc import Sequence
+from typing import Protocol
 
 import numpy as np
 

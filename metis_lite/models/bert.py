@@ -27,7 +27,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -195,10 +195,32 @@ class _Layer:
     ln2_b: np.ndarray
 
 
-class BertEncoder:
-    """The encoder's weights, laid out for the forward pass (matrices as (in, out), C order)."""
+class Rows(Protocol):
+    """An embedding table: `rows(ids)` answers a fresh float32 (len(ids), width) array."""
 
-    def __init__(self, config: BertConfig, weights: Mapping[str, np.ndarray]) -> None:
+    shape: tuple[int, ...]
+
+    def rows(self, ids: np.ndarray) -> np.ndarray: ...
+
+
+class DenseRows:
+    """A float32 embedding table held whole."""
+
+    def __init__(self, table: np.ndarray) -> None:
+        self.table = table
+        self.shape = table.shape
+
+    def rows(self, ids: np.ndarray) -> np.ndarray:
+        return self.table[ids]
+
+
+class BertEncoder:
+    """The encoder's weights, laid out for the forward pass (matrices as (in, out), C order).
+
+    `weights` holds float32 arrays under transformers' BertModel names; the word embeddings may
+    be any `Rows` instead (a quantized table that makes only the rows a batch reads)."""
+
+    def __init__(self, config: BertConfig, weights: Mapping[str, Any]) -> None:
         self.config = config
         prefix = weight_prefix(weights)
 
@@ -212,10 +234,16 @@ class BertEncoder:
             return value
 
         h, i = config.hidden_size, config.intermediate_size
-        vocab = weights[prefix + "embeddings.word_embeddings.weight"].shape[0]
+        word = weights[prefix + "embeddings.word_embeddings.weight"]
         positions = config.max_positions + config.position_offset
         types = weights.get(prefix + "embeddings.token_type_embeddings.weight")
-        self.word = get("embeddings.word_embeddings.weight", (vocab, h))
+        self.word: Rows = (
+            word
+            if hasattr(word, "rows")
+            else DenseRows(get("embeddings.word_embeddings.weight", (word.shape[0], h)))
+        )
+        if self.word.shape[1] != h:
+            raise ModelError(f"word embeddings of width {self.word.shape[1]}, not {h}")
         self.position = get("embeddings.position_embeddings.weight", (positions, h))
         self.token_type = (
             np.zeros((1, h), _DTYPE) if types is None else np.asarray(types, dtype=_DTYPE)
@@ -262,7 +290,7 @@ class BertEncoder:
         if max(lengths) > cfg.max_positions:
             raise ModelError(f"{max(lengths)} tokens exceed the model's {cfg.max_positions}")
         positions = np.concatenate([np.arange(n) for n in lengths])
-        x = self.word[ids]
+        x = self.word.rows(ids)
         x += self.position[positions + cfg.position_offset]
         if type_ids.any():
             x += self.token_type[type_ids]

