@@ -74,4 +74,5 @@ def report_to_json(report: IndexReport) -> dict[str, Any]:
 def status_to_json(status: BaseStatus) -> dict[str, Any]:
     out = dataclasses.asdict(status)
     out["sources"] = [{"name": s.name, "path": s.path} for s in status.sources]
+    out["warnings"] = [{"code": w.code, "message": w.message} for w in status.warnings]
     return out

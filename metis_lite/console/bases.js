@@ -1,5 +1,6 @@
 /* The service's bases: the form's pick lists (bases, sources, kinds) and the Bases page, each
- * base's state, counts, models and searches per day. */
+ * base's state, its warnings (a model that cannot read its text), counts, models and searches
+ * per day. */
 
 import { api } from "./api.js";
 import { $, el, moment, plural } from "./dom.js";
@@ -118,6 +119,7 @@ function baseCard(base) {
       indexButton(base, state)
     ),
     el("p", { className: "muted path" }, `${base.kind} · ${base.path}`),
+    baseWarnings(base.warnings || []),
     el(
       "dl",
       { className: "facts" },
@@ -142,6 +144,18 @@ function baseCard(base) {
     el("p", {}, run ? runText(run) : "never indexed"),
     el("h3", {}, "Searches per day"),
     searchesChart(base.searches_per_day || {})
+  );
+}
+
+/** What searches by meaning of this base suffer, as the service wrote it (code and message). */
+function baseWarnings(warnings) {
+  if (!warnings.length) return null;
+  return el(
+    "ul",
+    { className: "warnings" },
+    warnings.map((w) =>
+      el("li", { className: "warning", attrs: { "data-code": w.code } }, el("strong", {}, "Warning"), " ", w.message)
+    )
   );
 }
 
