@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from metis_lite import ingest, memory
+from metis_lite import ingest, keyword, languages, memory
 from metis_lite.chunking import check_chunk_size
 from metis_lite.dense import VectorIndex
 from metis_lite.errors import InvalidRequest
@@ -27,13 +27,23 @@ from metis_lite.models.base import Embedder, Reranker
 from metis_lite.models.prefixes import prefixes_for
 from metis_lite.records import Answer, Filters, Warning
 from metis_lite.search import SearchContext, search
-from metis_lite.settings import BASE_KINDS, CHUNK_CHARS, MAX_FILE_BYTES, TOP_K
+from metis_lite.settings import (
+    BASE_KINDS,
+    CHUNK_CHARS,
+    EMBEDDED_MODEL,
+    FUSION,
+    FUSIONS,
+    MAX_FILE_BYTES,
+    TOP_K,
+)
 from metis_lite.store import IndexerLock, Store
 
 DEFAULT_SPEC: dict[str, Any] = {
     "kind": "documents",
     "chunk_size": CHUNK_CHARS,
-    "embedding": {"provider": "embedded"},
+    # New bases name their model; a base that recorded {"provider": "embedded"} alone keeps
+    # meaning all-MiniLM-L6-v2, the default it was made with (registry.model_label).
+    "embedding": {"provider": "embedded", "model": EMBEDDED_MODEL},
     "reranker": None,
     "max_file_bytes": MAX_FILE_BYTES,
     "dimension": None,  # recorded from the model's first answer
@@ -41,6 +51,13 @@ DEFAULT_SPEC: dict[str, Any] = {
 
 COUNT_FLUSH_S = 5.0
 """Search counts are written at most this often (and when the base closes), not per search."""
+
+LANGUAGE_SAMPLE_CHUNKS = 256
+"""Chunks read to judge a base's languages: a share's error is then under ±3 points (√(¼/256)),
+far inside the 50 % a warning needs; a smaller base is read whole."""
+
+LANGUAGE_SAMPLE_CHARS = 600
+"""Characters read of each sampled chunk: about 100 words, enough to tell its language."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +82,7 @@ class BaseStatus:
     chunk_size: int
     last_indexing: dict[str, Any] | None
     searches_per_day: dict[str, int]
+    warnings: tuple[Warning, ...] = ()  # what searches by meaning suffer (MODEL_LANGUAGE_MISMATCH)
 
 
 class Base:
@@ -86,6 +104,8 @@ class Base:
         self._pending_searches = 0
         self._last_flush = time.monotonic()
         self._count_lock = threading.Lock()
+        self._languages_lock = threading.Lock()
+        self._languages: tuple[tuple[int, int], languages.Profile] | None = None
 
     @classmethod
     def open(cls, path: str | Path, *, create: bool = False, name: str | None = None) -> Base:
@@ -140,9 +160,11 @@ class Base:
         chunk_size: int | None = None,
         kind: str | None = None,
         reembed: bool = False,
+        fusion: str | None = None,
     ) -> None:
         """Change the base's spec. A new embedding model needs `reembed` once the base has
-        vectors (never mixed vectors); chunk size and kind are set when the base is empty."""
+        vectors (never mixed vectors); chunk size and kind are set when the base is empty;
+        `fusion` ("relative" or "rrf", fusion.py) may change at any time."""
         spec = self.spec
         changes: dict[str, Any] = {}
         counts = self.store.counts()
@@ -171,6 +193,10 @@ class Base:
             if counts["documents"]:
                 raise InvalidRequest("a base's kind is chosen when it is created (it is not empty)")
             changes["kind"] = kind
+        if fusion is not None and fusion != spec.get("fusion"):
+            if fusion not in FUSIONS:
+                raise InvalidRequest(f"unknown fusion {fusion!r}: {', '.join(FUSIONS)}")
+            changes["fusion"] = fusion
         if changes:
             self.store.set_spec(changes)
             with self._models_lock:
@@ -237,7 +263,8 @@ class Base:
         """Index every source again (only what changed), then embed chunks lacking a vector.
 
         Refused with BASE_BUSY while another process indexes this base. Runs on its own
-        connection, so searches on this Base see only whole documents meanwhile.
+        connection, so searches on this Base see only whole documents meanwhile. A words index
+        built by older word rules is first built again by today's (Store.rebuild_words).
         """
         started = time.perf_counter()
         spec = self.spec
@@ -245,6 +272,8 @@ class Base:
             run = writer.start_run()
             state = "failed"
             try:
+                if writer.words_outdated:
+                    writer.rebuild_words()
                 if reembed:
                     writer.drop_vectors()
                 else:
@@ -344,7 +373,10 @@ class Base:
         top_k: int = TOP_K,
         rerank: bool = True,
         filters: Filters | None = None,
+        fusion: str | None = None,
     ) -> Answer:
+        """Answer a question (search.py's steps); `fusion` ("relative" or "rrf") overrides the
+        base's `spec.fusion` for this search."""
         if not isinstance(question, str):
             raise InvalidRequest("the question must be text")
         context = SearchContext(
@@ -353,12 +385,20 @@ class Base:
             embedder=self.embedder,
             reranker=self.reranker,
             query_prefix=self.prefixes()[0],
+            fusion=self.spec.get("fusion") or FUSION,
             base=self.name,
             memory_order=memory.holding_first if self.spec["kind"] == "memory" else None,
             annotate=memory.annotate,
+            language_warning=self.language_warning,
         )
         answer = search(
-            context, question, mode=mode, top_k=top_k, rerank=rerank, filters=filters or Filters()
+            context,
+            question,
+            mode=mode,
+            top_k=top_k,
+            rerank=rerank,
+            filters=filters or Filters(),
+            fusion=fusion,
         )
         self._count_search()
         return answer
@@ -387,7 +427,10 @@ class Base:
         indexing = IndexerLock(self.path).held_elsewhere()
         last = self.store.last_run()
         if last is not None and last["state"] == "running" and not indexing:
-            last = {**last, "state": "interrupted"}  # its indexer died; the next run finishes the work
+            last = {
+                **last,
+                "state": "interrupted",
+            }  # its indexer died; the next run finishes the work
         return BaseStatus(
             name=self.name,
             path=str(self.path),
@@ -404,4 +447,26 @@ class Base:
             chunk_size=spec["chunk_size"],
             last_indexing=last,
             searches_per_day=self.store.search_counts(),
+            warnings=(
+                *(w for w in (self.language_warning(),) if w is not None),
+                *keyword.index_warnings(self.store),
+            ),
         )
+
+    # -- languages --------------------------------------------------------------------------
+
+    def language_profile(self) -> languages.Profile:
+        """The scripts and languages of a sample of the base's chunks, made again only when
+        chunks were added or removed (a search of an unchanged base pays one cached check)."""
+        generation = self.store.chunks_generation()
+        with self._languages_lock:
+            if self._languages is None or self._languages[0] != generation:
+                sample = self.store.chunk_sample(LANGUAGE_SAMPLE_CHUNKS, LANGUAGE_SAMPLE_CHARS)
+                self._languages = (generation, languages.profile_of(sample))
+            return self._languages[1]
+
+    def language_warning(self) -> Warning | None:
+        """MODEL_LANGUAGE_MISMATCH when most of the base is text its embedding model does not
+        read (languages.py); judged by the model's name, without loading or calling it."""
+        model = self.spec["embedding"].get("model") or self.model_label
+        return languages.mismatch(self.language_profile(), model)

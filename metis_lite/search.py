@@ -4,7 +4,8 @@
     Step 2. By meaning: cosine with every chunk's vector, keep max(50, 4 × top_k).
     Step 3. By words: BM25 over the FTS5 index, keep max(50, 4 × top_k).
             Filters (path prefix, kinds, sources) apply to both lists before ranking.
-    Step 4. Fuse by rank: Σ 1/(60 + rank).
+    Step 4. Fuse the two lists: by score relative to each list's best (the default), or by rank,
+            Σ 1/(60 + rank) (`fusion: rrf`, the spec's); see fusion.py.
     Step 5. Rerank the best clamp(3 × top_k, 20, 50) fused candidates, when the base has a reranker.
     Step 6. Memories: facts that still hold before facts a newer one replaced.
     Step 7. Cite the top_k: text, citation with snippet, scores at every step.
@@ -24,7 +25,7 @@ import numpy as np
 from metis_lite import keyword
 from metis_lite.dense import VectorIndex
 from metis_lite.errors import EmbeddingModelUnavailable, InvalidRequest, ModelError
-from metis_lite.fusion import rrf
+from metis_lite.fusion import relative, rrf
 from metis_lite.models.base import Embedder, Reranker
 from metis_lite.records import (
     Answer,
@@ -40,6 +41,8 @@ from metis_lite.records import (
 from metis_lite.settings import (
     CANDIDATES_MIN,
     CANDIDATES_PER_RESULT,
+    FUSION,
+    FUSIONS,
     KINDS,
     MODES,
     RERANK_MAX,
@@ -68,9 +71,11 @@ class SearchContext:
     embedder: Callable[[], Embedder]
     reranker: Callable[[], Reranker | None]
     query_prefix: str = ""
+    fusion: str = FUSION
     memory_order: MemoryOrder | None = None
     annotate: Annotate | None = None
     base: str | None = None
+    language_warning: Callable[[], Warning | None] | None = None  # issue 12: model vs. base text
 
 
 def candidates(top_k: int) -> int:
@@ -83,7 +88,9 @@ def rerank_count(top_k: int) -> int:
     return min(RERANK_MAX, max(RERANK_MIN, RERANK_PER_RESULT * top_k))
 
 
-def validate(mode: str, top_k: int, filters: Filters) -> None:
+def validate(mode: str, top_k: int, filters: Filters, fusion: str = FUSION) -> None:
+    if fusion not in FUSIONS:
+        raise InvalidRequest(f"unknown fusion {fusion!r}: choose one of {', '.join(FUSIONS)}")
     if mode not in MODES:
         raise InvalidRequest(f"unknown mode {mode!r}: choose one of {', '.join(MODES)}")
     if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= TOP_K_MAX:
@@ -114,9 +121,11 @@ def search(
     top_k: int = TOP_K,
     rerank: bool = True,
     filters: Filters = Filters(),
+    fusion: str | None = None,
 ) -> Answer:
-    """Answer a question from one base (see the module's steps)."""
-    validate(mode, top_k, filters)
+    """Answer a question from one base (see the module's steps); `fusion` overrides the base's."""
+    fusion = fusion or ctx.fusion
+    validate(mode, top_k, filters, fusion)
     clock = _Clock()
     warnings: list[Warning] = list(_empty_states(ctx.store))
     if not warnings and not question.strip():
@@ -131,6 +140,8 @@ def search(
     query = None
     if mode in ("hybrid", "dense"):
         query = _embed_question(ctx, question, mode, warnings)
+    if query is not None and ctx.language_warning is not None:  # issue 12: said when it ranks
+        warnings += [w for w in (ctx.language_warning(),) if w is not None]
     took["embed"] = clock.lap()
 
     # Step 2. By meaning.
@@ -142,11 +153,16 @@ def search(
     # Step 3. By words.
     keyword_hits: list[Hit] = []
     if mode in ("hybrid", "keyword"):
+        warnings += keyword.index_warnings(ctx.store)
         keyword_hits = keyword.search(ctx.store, question, n, filters=filters)
     took["keyword"] = clock.lap()
 
-    # Step 4. Fuse by rank.
-    fused = rrf(dense_hits, keyword_hits)
+    # Step 4. Fuse.
+    if fusion == "rrf":
+        fused = rrf(dense_hits, keyword_hits)
+    else:
+        best = keyword.best_possible(ctx.store, question) if keyword_hits else 0.0
+        fused = relative(dense_hits, keyword_hits, keyword_best=best)
     took["fuse"] = clock.lap()
 
     # Step 5. Rerank.

@@ -3,7 +3,8 @@
 The spec ("What a result holds"): the snippet is "up to 240 characters around the sentence
 holding most of the question's words". The chunk's whitespace is collapsed to single spaces
 (a snippet is one line to read), its sentences are scored by how many distinct question words
-each holds (folded by the index's own tokenizer, so `configuracao` matches `Configuração`),
+each holds (folded by the index's own tokenizer, so `configuracao` matches `Configuração`;
+a word also holds a question word it begins with or that begins with it, `gets` for `get`),
 and the best one wins: the earliest on a tie, the first when none holds a question word.
 
 A best sentence that fits is widened up to the limit with the words after it, then with the
@@ -28,6 +29,10 @@ ELLIPSIS = "…"
 
 SNIPPET_CHARS_MIN = 10
 """The smallest snippet limit accepted: room for both marks and a word or two."""
+
+PREFIX_CHARS = 3
+"""A question word and a word of the text match for the snippet when one begins with the other
+and the shorter has at least this many characters ("get" and "gets"; "do" only as itself)."""
 
 _CLOSE, _CJK_END, _CJK_CLOSE = "\"'”’»)\\]", "。！？｡", "」』”’）)"
 _SENTENCE_END = re.compile(
@@ -68,9 +73,17 @@ def snippet(text: str, question_terms: Iterable[str], *, limit: int = SNIPPET_CH
 
 
 def highlight_spans(text: str, question_terms: Iterable[str]) -> list[tuple[int, int]]:
-    """(start, end) in `text` of each word whose folded form is one of the question's words."""
+    """(start, end) in `text` of each word whose folded form is one of the question's words;
+    overlapping ones (the bigrams of a CJK run, 東京 and 京都) joined into one: 東京都."""
     terms = _fold_terms(question_terms)
-    return [(start, end) for start, end, word in token_spans(text) if word in terms]
+    spans: list[tuple[int, int]] = []
+    for start, end, word in token_spans(text):
+        if word in terms:
+            if spans and start < spans[-1][1]:
+                spans[-1] = (spans[-1][0], max(end, spans[-1][1]))
+            else:
+                spans.append((start, end))
+    return spans
 
 
 def sentences(flat: str) -> list[tuple[int, int]]:
@@ -97,12 +110,34 @@ def _best_sentence(flat: str, terms: frozenset[str]) -> tuple[int, int]:
     best, best_count = spans[0], 0
     if terms:
         for start, end in spans:
-            count = len(terms.intersection(tokens(flat[start:end])))
+            count = held(terms, tokens(flat[start:end]))
             if count > best_count:
                 best, best_count = (start, end), count
                 if count == len(terms):
                     break
     return best
+
+
+def held(terms: frozenset[str], words: Iterable[str]) -> int:
+    """How many of the question's words a sentence's words hold: the word itself, or a word
+    that begins with it or that it begins with, when the shorter has at least PREFIX_CHARS
+    characters (get → gets, holidays → holiday). A snippet is for reading, not ranking: this
+    finds the sentence that says "Every employee gets 25 days" for "how many days do I get"
+    where the words' index, which does not stem, matches only "get" elsewhere."""
+    found = {_term_of(word, terms) for word in set(words)}
+    found.discard(None)
+    return len(found)
+
+
+def _term_of(word: str, terms: frozenset[str]) -> str | None:
+    """The question word `word` holds (see `held`), or None."""
+    if word in terms:
+        return word
+    if len(word) >= PREFIX_CHARS:
+        for term in terms:
+            if len(term) >= PREFIX_CHARS and (word.startswith(term) or term.startswith(word)):
+                return term
+    return None
 
 
 def _widen(flat: str, start: int, end: int, limit: int) -> tuple[int, int]:
@@ -139,7 +174,9 @@ def _window(flat: str, start: int, end: int, terms: frozenset[str], limit: int) 
     """The part of a too-long sentence that holds most of its question words, cut at words."""
     width = limit - 2 * len(ELLIPSIS)
     matches = [
-        (start + s, start + e, word) for s, e, word in token_spans(flat[start:end]) if word in terms
+        (start + s, start + e, term)
+        for s, e, word in token_spans(flat[start:end])
+        if (term := _term_of(word, terms)) is not None
     ]
     low, high = _densest(matches, width) if matches else (start, start)
     high = min(high, low + width)  # a matched word wider than the window is cut

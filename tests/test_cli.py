@@ -83,6 +83,28 @@ def test_index_keyword_search_and_status(tmp_path):
     assert "documents" in text and "last indexing: done" in text
 
 
+def test_status_says_when_the_embedding_model_cannot_read_the_base(tmp_path):
+    base = str(tmp_path / "pt.db")
+    folder = str(ROOT / "examples" / "handbook" / "ti")  # Portuguese
+    url = DEAD_EMBEDDING["url"]
+    cli(
+        "index",
+        base,
+        folder,
+        "--embedding",
+        "tei",
+        "--embedding-url",
+        url,
+        "--embedding-model",
+        "all-MiniLM-L6-v2",
+    )
+    text = cli("status", base)
+    assert "warning: MODEL_LANGUAGE_MISMATCH: most of this base" in text.stderr
+    assert "is Portuguese, which all-MiniLM-L6-v2 (English) does not read" in text.stderr
+    status = json.loads(cli("status", base, "--json").stdout)
+    assert [w["code"] for w in status["warnings"]] == ["MODEL_LANGUAGE_MISMATCH"]
+
+
 def test_errors_have_codes_and_exit_codes(tmp_path):
     base = str(tmp_path / "b.db")
     cli(
@@ -107,3 +129,13 @@ def test_errors_have_codes_and_exit_codes(tmp_path):
     assert bad_k.returncode == 2 and "INVALID_REQUEST" in bad_k.stderr
     for run in (dense, missing, wrong, bad_k):
         assert "Traceback" not in run.stderr
+
+
+def test_a_model_option_without_its_provider_is_refused_before_a_base_is_made(tmp_path):
+    # --embedding-url alone would name no provider and be dropped silently: refused (exit 2),
+    # and no base file is left behind.
+    for option in ("--embedding-url", "--reranker-model", "--reranker-url"):
+        done = cli("index", str(tmp_path / "new.db"), option, "x", check=False)
+        assert done.returncode == 2
+        assert f"{option} needs --{option.split('-')[2]} PROVIDER" in done.stderr
+    assert not (tmp_path / "new.db").exists()

@@ -167,3 +167,31 @@ def test_words_in_half_the_chunks_are_left_out_and_change_no_score(store):
             chunks=[Chunk("budget budget", "x", ())],
         )
     assert keyword.search_words(store, "the budget gpu") == ["gpu"]
+
+
+def test_best_possible_is_the_score_of_a_chunk_holding_each_word_once(store):
+    # Chunks of equal length (no title, no headings), so each is of average length: the one
+    # holding each question word once scores exactly best_possible; a word no chunk holds
+    # counts in full, so the same chunk then holds less than all of it.
+    filler = "alpha beta gamma delta epsilon zeta eta theta iota kappa".split()
+    texts = [" ".join(filler[i % 10 :] + filler[: i % 10]) for i in range(12)]
+    texts[3] = "proxy rede vacation " + " ".join(filler[3:])
+    for n, text in enumerate(texts):
+        store.replace_document(
+            source_id=1,
+            path=f"d{n}.txt",
+            kind="txt",
+            title="",
+            content_hash=str(n),
+            size=1,
+            mtime=None,
+            chunks=[Chunk(text=text, title="", headings=())],
+        )
+    hits = keyword.search(store, "proxy rede vacation", 5)
+    assert hits[0].chunk_id == 4
+    assert math.isclose(
+        hits[0].score, keyword.best_possible(store, "proxy rede vacation"), rel_tol=1e-6
+    )
+    with_unknown = keyword.best_possible(store, "proxy rede vacation kubernetes")
+    assert math.isclose(with_unknown - hits[0].score, math.log(12.5 / 0.5), rel_tol=1e-6)
+    assert keyword.best_possible(store, "?!") == 0.0

@@ -13,6 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from conftest import ROOT
 
+from metis_lite import keyword
 from metis_lite.base import Base
 from metis_lite.errors import EmbeddingModelUnavailable, InvalidRequest
 from metis_lite.records import Filters
@@ -20,7 +21,7 @@ from metis_lite.search import candidates, rerank_count
 from metis_lite.serialize import answer_to_json
 from metis_lite.settings import RRF_K
 
-SAME_MODEL_AT = "all-MiniLM-L6-v2"  # the label of the embedded model's vectors
+SAME_MODEL_AT = "multilingual-e5-small"  # the label of the embedded model's vectors
 
 
 def test_by_meaning_finds_what_words_miss(example_base):
@@ -43,8 +44,26 @@ def test_by_words_finds_accented_text_and_codes(example_base):
         assert top.scores.keyword_rank == 1 and top.scores.dense is None
 
 
+def test_relative_fusion_scores_each_list_relative_to_its_best(example_base):
+    # The default fusion: half the chunk's place between the worst and the best cosine of the
+    # list by meaning, half its BM25 over the list's best — or over half the score of a chunk
+    # holding each question word once, when the best falls short of that.
+    # The example base is smaller than a list (50), so top_k=50 shows every chunk of both lists.
+    question = "paid vacation days"
+    results = example_base.search(question, top_k=50).results
+    cosines = [r.scores.dense for r in results if r.scores.dense is not None]
+    best, worst = max(cosines), min(cosines)
+    top = max(r.scores.keyword for r in results if r.scores.keyword is not None)
+    scale = max(top, 0.5 * keyword.best_possible(example_base.store, question))
+    for r in results:
+        place = (r.scores.dense - worst) / (best - worst) if r.scores.dense is not None else 0.0
+        words = r.scores.keyword / scale if r.scores.keyword is not None else 0.0
+        assert r.scores.fused == pytest.approx(0.5 * place + 0.5 * words, abs=1e-6)
+    assert results[0].citation.headings[-1] == "Vacation"
+
+
 def test_score_fields_as_the_spec_says(example_base):
-    answer = example_base.search("paid vacation days", top_k=10)
+    answer = example_base.search("paid vacation days", top_k=10, fusion="rrf")
     payload = answer_to_json(answer)
     assert set(payload) == {"mode", "reranked", "warnings", "took", "results"}
     assert set(payload["took"]) == {"embed", "dense", "keyword", "fuse", "rerank", "total"}
@@ -264,3 +283,24 @@ def test_empty_states(tmp_path):
         assert answer.warnings[0].message.startswith(
             "nothing is indexed: the sources hold no document"
         )
+
+
+def test_the_handbook_answers_its_own_question(example_base):
+    # README's example: by meaning the vacation passage is first; by words only "get" and "do"
+    # match (no chunk says "holidays"). The default fusion keeps the weak words' list from
+    # outweighing the best by meaning; the snippet shows the sentence with the number of days.
+    answer = example_base.search("how many holidays do I get")
+    first = answer.results[0]
+    assert first.citation.headings[-1] == "Vacation"
+    assert first.scores.dense_rank == 1
+    assert "25 days of paid vacation" in first.citation.snippet
+    # Under the spec's reciprocal-rank fusion the parental-leave passage (first by words,
+    # sixth by meaning) comes first: the case the relative fusion is for (docs/eval.md).
+    by_rank = example_base.search("how many holidays do I get", fusion="rrf")
+    assert by_rank.results[0].citation.headings[-1] == "Parental leave"
+    example_base.configure(fusion="rrf")  # the base's own setting (index --fusion rrf)
+    assert example_base.search("how many holidays do I get").results == by_rank.results
+    with pytest.raises(InvalidRequest):
+        example_base.configure(fusion="max")
+    with pytest.raises(InvalidRequest):
+        example_base.search("holidays", fusion="max")

@@ -32,7 +32,7 @@ from metis_lite.evaluation.metrics import Judged
 from metis_lite.evaluation.sets import EvalSet, Expected
 from metis_lite.records import Answer
 from metis_lite.search import candidates
-from metis_lite.settings import MODES, TOP_K, TOP_K_MAX
+from metis_lite.settings import FUSIONS, MODES, TOP_K, TOP_K_MAX
 
 DEEP_K = 100
 """recall@100: the deeper search's top_k (the most a search returns)."""
@@ -127,14 +127,26 @@ class _Outcome:
     item_chunk: dict[int, int] = field(default_factory=dict)  # item → first chunk holding it
 
 
+FUSED_MODES = tuple(f"hybrid:{fusion}" for fusion in FUSIONS)
+"""Hybrid with a named fusion (`hybrid:rrf`), so that one run compares the fusions; plain
+`hybrid` uses the base's own (`spec.fusion`)."""
+
+
 def parse_modes(text: str) -> tuple[str, ...]:
     modes = tuple(dict.fromkeys(m.strip() for m in text.split(",") if m.strip()))
-    unknown = [m for m in modes if m not in MODES]
+    known = MODES + FUSED_MODES
+    unknown = [m for m in modes if m not in known]
     if unknown or not modes:
         raise InvalidRequest(
-            f"unknown mode {unknown[0] if unknown else text!r}: choose from {', '.join(MODES)}"
+            f"unknown mode {unknown[0] if unknown else text!r}: choose from {', '.join(known)}"
         )
     return modes
+
+
+def _search(base: Base, text: str, mode: str, top_k: int, rerank: bool) -> Answer:
+    """One question in one evaluation mode (`hybrid:rrf` names the fusion too)."""
+    mode, _, fusion = mode.partition(":")
+    return base.search(text, mode=mode, top_k=top_k, rerank=rerank, fusion=fusion or None)
 
 
 def evaluate(
@@ -197,12 +209,12 @@ def _run_mode(base, mode, questions, per_question, grades, signals, k, rerank, p
     reranked = 0
     for n, question in enumerate(questions):
         started = time.perf_counter()
-        top = base.search(question.text, mode=mode, top_k=k, rerank=rerank)
+        top = _search(base, question.text, mode, k, rerank)
         ms = (time.perf_counter() - started) * 1000.0
         judged = _judge(top, per_question[n], grades[n])
         deep, deep_judged = top, judged
         if k < DEEP_K and None in judged.places:
-            deep = base.search(question.text, mode=mode, top_k=DEEP_K, rerank=rerank)
+            deep = _search(base, question.text, mode, DEEP_K, rerank)
             deep_judged = _judge(deep, per_question[n], grades[n])
         for warning in top.warnings:
             entry = warned.setdefault(warning.code, [warning.message, 0])
