@@ -1,0 +1,55 @@
+"""The package's face: `metis_lite.__all__` names what users import, the docs import only those,
+and the README's Python example runs as written."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+from conftest import ROOT
+
+import metis_lite
+
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PYTHON_BLOCK = re.compile(r"```python\n(.*?)```", re.S)
+
+
+def test_all_is_sorted_and_every_name_imports():
+    assert metis_lite.__all__ == sorted(metis_lite.__all__)
+    for name in metis_lite.__all__:
+        assert getattr(metis_lite, name) is not None
+    assert {"Answer", "Base", "Filters", "MetisError"} <= set(metis_lite.__all__)
+    assert issubclass(metis_lite.MetisError, Exception)
+
+
+def test_an_unknown_name_is_an_attribute_error():
+    try:
+        metis_lite.Nothing  # noqa: B018
+    except AttributeError as exc:
+        assert "Nothing" in str(exc)
+    else:
+        raise AssertionError("metis_lite.Nothing should not exist")
+
+
+def test_the_docs_import_only_the_public_names():
+    for path in DOCS:
+        for block in PYTHON_BLOCK.findall(path.read_text(encoding="utf-8")):
+            for line in block.splitlines():
+                imported = re.match(r"\s*from (metis_lite\S*) import (.+)", line)
+                if imported:
+                    module, names = imported.groups()
+                    assert module == "metis_lite", f"{path.name}: {line.strip()}"
+                    for name in re.findall(r"\w+", names):
+                        assert name in metis_lite.__all__, f"{path.name}: {name}"
+
+
+def test_the_readme_python_example_runs(tmp_path):
+    block = PYTHON_BLOCK.findall((ROOT / "README.md").read_text(encoding="utf-8"))[0]
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
+    done = subprocess.run(
+        [sys.executable, "-c", block], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines and lines[0].split()[1] == "policies/leave.md"
