@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import sys
 import time
 from datetime import date
 from pathlib import Path
+
+from run import machine  # benchmarks/run.py: the machine line every benchmark prints
 
 from metis_lite.base import Base
 from metis_lite.evaluation.bases import open_beir_base
@@ -31,18 +31,6 @@ from metis_lite.settings import EMBEDDED_MODEL, MINILM_MODEL
 MODELS = (EMBEDDED_MODEL, MINILM_MODEL)
 MODES = ("keyword", "dense", "hybrid:relative", "hybrid:rrf")
 COLUMNS = ("keyword", "dense", "hybrid (relative, default)", "hybrid (rrf, spec)")
-
-
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
 def run_one(folder: Path, model: str, work: Path) -> dict[str, float]:

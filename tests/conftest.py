@@ -27,6 +27,24 @@ def words_only_base(path: Path, *folders: Path) -> Base:
     return base
 
 
+def add_passages(store, texts, *, source_id: int = 1) -> None:
+    """One document of one chunk (no title, no headings) per text, straight into a Store: chunk
+    ids are 1, 2, … in order on an empty base."""
+    from metis_lite.records import Chunk
+
+    for n, text in enumerate(texts):
+        store.replace_document(
+            source_id=source_id,
+            path=f"p{n}.txt",
+            kind="txt",
+            title="",
+            content_hash=str(n),
+            size=1,
+            mtime=None,
+            chunks=[Chunk(text=text, title="", headings=())],
+        )
+
+
 @pytest.fixture(scope="session")
 def example_base_file(tmp_path_factory) -> Path:
     """examples/handbook indexed with the embedded model, once per test session."""

@@ -6,6 +6,7 @@ import math
 import random
 
 import pytest
+from conftest import add_passages
 
 from metis_lite import keyword
 from metis_lite.keyword import CONTEXT_WEIGHT, TEXT_WEIGHT
@@ -176,17 +177,7 @@ def test_best_possible_is_the_score_of_a_chunk_holding_each_word_once(store):
     filler = "alpha beta gamma delta epsilon zeta eta theta iota kappa".split()
     texts = [" ".join(filler[i % 10 :] + filler[: i % 10]) for i in range(12)]
     texts[3] = "proxy rede vacation " + " ".join(filler[3:])
-    for n, text in enumerate(texts):
-        store.replace_document(
-            source_id=1,
-            path=f"d{n}.txt",
-            kind="txt",
-            title="",
-            content_hash=str(n),
-            size=1,
-            mtime=None,
-            chunks=[Chunk(text=text, title="", headings=())],
-        )
+    add_passages(store, texts)
     hits = keyword.search(store, "proxy rede vacation", 5)
     assert hits[0].chunk_id == 4
     assert math.isclose(

@@ -138,7 +138,9 @@ def test_thai_and_other_scripts_without_spaces_become_bigrams_of_letters_with_th
 
 
 def test_a_thai_word_finds_the_sentences_that_hold_it(tmp_path):
-    from metis_lite.records import Chunk
+    from conftest import add_passages
+
+    from metis_lite import keyword
     from metis_lite.store import Store
 
     passages = [
@@ -150,19 +152,7 @@ def test_a_thai_word_finds_the_sentences_that_hold_it(tmp_path):
     ]
     with Store(tmp_path / "th.db", create=True) as store:
         store.add_source("docs", str(tmp_path))
-        for n, text in enumerate(passages):
-            store.replace_document(
-                source_id=1,
-                path=f"{n}.txt",
-                kind="txt",
-                title="",
-                content_hash=str(n),
-                size=1,
-                mtime=None,
-                chunks=[Chunk(text=text, title="", headings=())],
-            )
-        from metis_lite import keyword
-
+        add_passages(store, passages)
         found = [hit.chunk_id for hit in keyword.search(store, "โรงพยาบาล", 5)]
         assert sorted(found[:2]) == [1, 2]
         assert keyword.search(store, "เชียงใหม่", 5)[0].chunk_id == 4
