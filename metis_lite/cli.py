@@ -165,33 +165,72 @@ def cmd_search(args: argparse.Namespace) -> int:
         _warn(f"warning: {warning.message}")
     for n, result in enumerate(answer.results, start=1):
         c = result.citation
-        where = f"page {c.page}" if c.page else f"line {c.line}" if c.line else c.kind
-        print(f"{n}. {c.title} — {c.source}/{c.document}, {where}")
+        print(f"{n}. {c.title} — {citation_text(c)}")
+        fact = result.extra.get("fact")
+        if isinstance(fact, dict) and not fact.get("holds", True):
+            print(f"   {replaced_text(fact['replaced_by'], fact['replaced_at'])}")
         if c.headings:
             print(f"   {' > '.join(c.headings)}")
         print(f"   {c.snippet}")
-        print(f"   {score_line(result.scores)}")
-    t = answer.took
-    _warn(
-        f"{len(answer.results)} results, {answer.mode}{', reranked' if answer.reranked else ''}; took "
-        f"{t.total:.1f} ms (embed {t.embed:.1f} · meaning {t.dense:.1f} · words {t.keyword:.1f} · "
-        f"fuse {t.fuse:.1f} · rerank {t.rerank:.1f})"
-    )
+        print(f"   {score_line(result.scores, answer.mode)}")
+    _warn(summary_line(answer))
     return 0
 
 
-def score_line(scores: Any) -> str:
-    """The spec's line: meaning 0.830 (#1) · words 7.41 (#2) · fused 0.0328 · reranker 0.970."""
+def citation_text(c: Any) -> str:
+    """`source/path:line` (md, txt), `source/path, page N` (pdf), `source/path` (html, docx)."""
+    where = f", page {c.page}" if c.page else f":{c.line}" if c.line else ""
+    return f"{c.source}/{c.document}{where}"
+
+
+def replaced_text(replaced_by: object, replaced_at: object) -> str:
+    return f"replaced by fact {replaced_by} on {replaced_at}"
+
+
+def score_line(scores: Any, mode: str = "hybrid") -> str:
+    """The spec's line: meaning 0.830 (#1) · words 7.41 (#2) · fused 0.0328 · reranker 0.970.
+
+    Only the scores the mode produced: a keyword or dense search has no fused score."""
     parts = []
     if scores.dense is not None:
         parts.append(f"meaning {scores.dense:.3f} (#{scores.dense_rank})")
     if scores.keyword is not None:
         parts.append(f"words {scores.keyword:.2f} (#{scores.keyword_rank})")
-    if scores.fused is not None:
+    if scores.fused is not None and mode == "hybrid":
         parts.append(f"fused {scores.fused:.4f}")
     if scores.rerank is not None:
         parts.append(f"reranker {scores.rerank:.3f}")
     return " · ".join(parts)
+
+
+_NOT_EMBEDDED = {"NO_VECTORS", "EMBEDDING_MODEL_UNAVAILABLE"}
+
+
+def summary_line(answer: Any) -> str:
+    """`N results, mode; took T ms (…)`, naming only the steps that ran."""
+    codes = {w.code for w in answer.warnings}
+    t = answer.took
+    ran = {
+        "embed": answer.mode != "keyword" and not codes & _NOT_EMBEDDED,
+        "meaning": answer.mode != "keyword" and not codes & _NOT_EMBEDDED,
+        "words": answer.mode != "dense",
+        "fuse": answer.mode == "hybrid",
+        "rerank": answer.reranked or "RERANKER_UNAVAILABLE" in codes,
+    }
+    ms = {
+        "embed": t.embed,
+        "meaning": t.dense,
+        "words": t.keyword,
+        "fuse": t.fuse,
+        "rerank": t.rerank,
+    }
+    steps = " · ".join(f"{step} {ms[step]:.1f}" for step, did in ran.items() if did)
+    count = len(answer.results)
+    return (
+        f"{count} result{'' if count == 1 else 's'}, {answer.mode}"
+        f"{', reranked' if answer.reranked else ''}; took {t.total:.1f} ms"
+        + (f" ({steps})" if steps else "")
+    )
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -269,7 +308,7 @@ def cmd_facts(args: argparse.Namespace) -> int:
         )
         return 0
     for fact in facts:
-        state = "holds" if fact.holds else f"replaced by {fact.replaced_by} on {fact.replaced_at}"
+        state = "holds" if fact.holds else replaced_text(fact.replaced_by, fact.replaced_at)
         print(f"{fact.id:>5}  {fact.stated_at}  {fact.key or '-':<16} {state}\n       {fact.text}")
     print(f"{len(facts)} of {total} facts", file=sys.stderr)
     return 0
@@ -365,7 +404,11 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("question")
     search.add_argument("--mode", choices=MODES, default="hybrid")
     search.add_argument("--top-k", type=int, default=TOP_K)
-    search.add_argument("--prefix", help="keep documents whose path starts with this")
+    search.add_argument(
+        "--prefix",
+        help="keep documents whose path starts with this, as results show it "
+        "(handbook/policies/) or inside the source (policies/)",
+    )
     search.add_argument(
         "--kind", action="append", choices=KINDS + ("note",), help="keep this kind (repeatable)"
     )

@@ -134,6 +134,12 @@ def search(
         return Answer(mode, False, tuple(warnings), Took(total=clock.total()), ())
     n = candidates(top_k)
     allowed = ctx.store.filtered_chunk_ids(filters) if filters.active else None
+    # Issue 15: filters that keep nothing say so (an unknown source, a prefix of no document).
+    unknown = set(filters.sources) - {name for _, name, _ in ctx.store.sources()}
+    if unknown or (allowed is not None and not allowed.size):
+        names = ", ".join(sorted(unknown))
+        what = f"no source is named {names}" if unknown else "no document matches the filters"
+        warnings.append(Warning("NO_MATCHING_DOCUMENTS", what))
     took: dict[str, float] = {}
 
     # Step 1. Embed the question.

@@ -602,8 +602,9 @@ def filter_clause(filters: Filters) -> tuple[str, tuple[Any, ...]]:
     parts: list[str] = []
     params: list[Any] = []
     if filters.path_prefix:
-        parts.append("substr(d.path, 1, ?) = ?")
-        params += [len(filters.path_prefix), filters.path_prefix]
+        # As results show it ("source/path/") or inside the source ("path/"): issue 15.
+        parts.append("(substr(d.path, 1, ?) = ? OR substr(s.name || '/' || d.path, 1, ?) = ?)")
+        params += [len(filters.path_prefix), filters.path_prefix] * 2
     if filters.kinds:
         parts.append(f"d.kind IN ({','.join('?' * len(filters.kinds))})")
         params += list(filters.kinds)

@@ -244,6 +244,12 @@ def test_search_by_meaning_and_with_filters(tokens_server):
     for result in filtered["results"]:
         assert result["citation"]["document"].startswith("policies/")
         assert result["citation"]["kind"] == "md"
+    shown = {"question": "travel", "filters": {"path_prefix": "handbook/policies/"}}
+    as_shown = http.post(url, json=shown, headers=auth(TOKEN_ALL)).json()
+    assert as_shown["results"] and not as_shown["warnings"]
+    nowhere = {"question": "travel", "filters": {"sources": ["nope"]}}
+    none = http.post(url, json=nowhere, headers=auth(TOKEN_ALL)).json()
+    assert none["results"] == [] and none["warnings"][0]["code"] == "NO_MATCHING_DOCUMENTS"
 
 
 def test_search_several_bases_merges_and_names_each_base(tokens_server):

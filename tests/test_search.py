@@ -132,6 +132,24 @@ def test_filters_apply_before_ranking(example_base, mode):
     assert kinds and {r.citation.kind for r in kinds} <= {"pdf", "docx"}
     nothing = example_base.search("policy", mode=mode, filters=Filters(sources=("no-such-source",)))
     assert nothing.results == ()
+    assert [w.code for w in nothing.warnings][-1:] == ["NO_MATCHING_DOCUMENTS"]
+    assert "no-such-source" in nothing.warnings[-1].message
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "keyword"])
+def test_prefix_as_results_show_it(example_base, mode):
+    """Issue 15: `source/path/` (as results show it) keeps what `path/` keeps."""
+    source = example_base.search("policy", mode=mode).results[0].citation.source
+    inside = example_base.search("policy", mode=mode, filters=Filters(path_prefix="policies/"))
+    shown = example_base.search(
+        "policy", mode=mode, filters=Filters(path_prefix=f"{source}/policies/")
+    )
+    assert shown.results and shown.results == inside.results
+    assert "NO_MATCHING_DOCUMENTS" not in [w.code for w in shown.warnings + inside.warnings]
+    for prefix in ("nowhere/", f"{source}/nowhere/", f"{source}policies/"):
+        answer = example_base.search("policy", mode=mode, filters=Filters(path_prefix=prefix))
+        assert answer.results == ()
+        assert "NO_MATCHING_DOCUMENTS" in [w.code for w in answer.warnings]
 
 
 def test_candidate_counts():
