@@ -25,29 +25,13 @@ from metis_lite.errors import InvalidRequest
 from metis_lite.models import registry
 from metis_lite.models.base import Embedder, Reranker
 from metis_lite.models.prefixes import prefixes_for
-from metis_lite.records import Answer, Filters, Warning
+from metis_lite.records import Answer, Filters, SourceInfo, Warning
 from metis_lite.search import SearchContext, search
-from metis_lite.settings import (
-    BASE_KINDS,
-    CHUNK_CHARS,
-    EMBEDDED_MODEL,
-    FUSION,
-    FUSIONS,
-    MAX_FILE_BYTES,
-    TOP_K,
-)
+from metis_lite.settings import BASE_KINDS, FUSION, FUSIONS, TOP_K
+from metis_lite.spec import DEFAULT_SPEC, BaseSpec, parse_spec
 from metis_lite.store import IndexerLock, Store
 
-DEFAULT_SPEC: dict[str, Any] = {
-    "kind": "documents",
-    "chunk_size": CHUNK_CHARS,
-    # New bases name their model; a base that recorded {"provider": "embedded"} alone keeps
-    # meaning all-MiniLM-L6-v2, the default it was made with (registry.model_label).
-    "embedding": {"provider": "embedded", "model": EMBEDDED_MODEL},
-    "reranker": None,
-    "max_file_bytes": MAX_FILE_BYTES,
-    "dimension": None,  # recorded from the model's first answer
-}
+__all__ = ["DEFAULT_SPEC", "Base", "BaseStatus", "SourceInfo"]
 
 COUNT_FLUSH_S = 5.0
 """Search counts are written at most this often (and when the base closes), not per search."""
@@ -58,12 +42,6 @@ far inside the 50 % a warning needs; a smaller base is read whole."""
 
 LANGUAGE_SAMPLE_CHARS = 600
 """Characters read of each sampled chunk: about 100 words, enough to tell its language."""
-
-
-@dataclass(frozen=True)
-class SourceInfo:
-    name: str
-    path: str | None
 
 
 @dataclass(frozen=True)
@@ -90,13 +68,22 @@ class Base:
 
     def __init__(self, path: str | Path, *, create: bool = False, name: str | None = None) -> None:
         self.path = Path(path)
+        self.created = create and not self.path.exists()
+        """True when this Base made the file (discard() removes it while it is still empty)."""
         self._local = threading.local()
         self._stores: list[Store] = []
         self._stores_lock = threading.Lock()
+        self._spec_cache: tuple[tuple[int, int, int], BaseSpec] | None = None
         self._adopt(Store(self.path, create=create))
         self.name = name or self.path.stem
-        if create and not self.store.spec():
-            self.store.set_spec(DEFAULT_SPEC)
+        try:
+            if create and not self.store.spec():
+                self.store.set_spec(DEFAULT_SPEC)
+            self.spec  # noqa: B018 - a spec this code cannot read is refused when the base opens
+        except BaseException:
+            for store in self._stores:
+                store.close()
+            raise
         self._models_lock = threading.Lock()
         self._embedder: Embedder | None = None
         self._reranker: Reranker | None = None
@@ -138,19 +125,44 @@ class Base:
     def __enter__(self) -> Base:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        """Close; a base this Base created that a failure left empty is deleted (discard)."""
+        if exc_type is not None and self.created:
+            self.discard()
+        else:
+            self.close()
+
+    def discard(self) -> bool:
+        """Close, and delete the file if this Base created it and nothing was written to it
+        since (no source, no document): a command that failed before it had anything to write
+        leaves no new file behind. Returns whether it was deleted."""
+        empty = False
+        if self.created:
+            counts = self.store.counts()
+            empty = not counts["sources"] and not counts["documents"]
         self.close()
+        if empty:
+            for suffix in ("", "-wal", "-shm", "-journal", ".lock"):
+                Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+        return empty
 
     # -- spec -------------------------------------------------------------------------------
 
     @property
-    def spec(self) -> dict[str, Any]:
-        return {**DEFAULT_SPEC, **self.store.spec()}
+    def spec(self) -> BaseSpec:
+        """The base's spec, parsed once and again only after a write to the base (by this or
+        another connection: `configure` here, an `index --chunk-size` elsewhere)."""
+        store = self.store
+        key = (id(store), store.data_version(), store.db.total_changes())
+        cached = self._spec_cache
+        if cached is None or cached[0] != key:
+            cached = self._spec_cache = (key, parse_spec(store.spec(), where=str(self.path)))
+        return cached[1]
 
     @property
     def model_label(self) -> str:
         """The name recorded on every vector; vectors of another label are never compared."""
-        return registry.model_label(self.spec["embedding"])
+        return self.spec.model_label
 
     def configure(
         self,
@@ -168,7 +180,7 @@ class Base:
         spec = self.spec
         changes: dict[str, Any] = {}
         counts = self.store.counts()
-        if embedding is not None and dict(embedding) != spec["embedding"]:
+        if embedding is not None and dict(embedding) != dict(spec.embedding):
             registry.check_embedding_spec(embedding)
             new_label = registry.model_label(embedding)
             if counts["vectors"] and new_label != self.model_label and not reembed:
@@ -181,19 +193,19 @@ class Base:
         if reranker is not False:
             registry.check_reranker_spec(reranker or None)
             changes["reranker"] = dict(reranker) if reranker else None
-        if chunk_size is not None and chunk_size != spec["chunk_size"]:
+        if chunk_size is not None and chunk_size != spec.chunk_size:
             if counts["chunks"]:
                 raise InvalidRequest(
                     "the chunk size is set when a base is created (it is not empty)"
                 )
             changes["chunk_size"] = check_chunk_size(chunk_size)
-        if kind is not None and kind != spec["kind"]:
+        if kind is not None and kind != spec.kind:
             if kind not in BASE_KINDS:
                 raise InvalidRequest(f"unknown base kind {kind!r}: {', '.join(BASE_KINDS)}")
             if counts["documents"]:
                 raise InvalidRequest("a base's kind is chosen when it is created (it is not empty)")
             changes["kind"] = kind
-        if fusion is not None and fusion != spec.get("fusion"):
+        if fusion is not None and fusion != spec.fusion:
             if fusion not in FUSIONS:
                 raise InvalidRequest(f"unknown fusion {fusion!r}: {', '.join(FUSIONS)}")
             changes["fusion"] = fusion
@@ -215,20 +227,21 @@ class Base:
         with self._models_lock:
             if self._embedder is None:
                 spec = self.spec
-                embedding = spec["embedding"]
-                if spec["dimension"] and embedding.get("provider", "embedded") != "embedded":
-                    embedding = {"dimension": spec["dimension"], **embedding}
+                embedding = dict(spec.embedding)
+                if spec.dimension and embedding.get("provider", "embedded") != "embedded":
+                    embedding = {"dimension": spec.dimension, **embedding}
                 self._embedder = registry.embedder_from_spec(embedding)
             return self._embedder
 
     def reranker(self) -> Reranker | None:
         with self._models_lock:
-            if self._reranker is None and self.spec["reranker"]:
-                self._reranker = registry.reranker_from_spec(self.spec["reranker"])
+            reranker = self.spec.reranker
+            if self._reranker is None and reranker:
+                self._reranker = registry.reranker_from_spec(reranker)
             return self._reranker
 
     def prefixes(self) -> tuple[str, str]:
-        embedding = self.spec["embedding"]
+        embedding = self.spec.embedding
         return prefixes_for(
             embedding.get("model") or self.model_label,
             query_prefix=embedding.get("query_prefix"),
@@ -238,10 +251,18 @@ class Base:
     # -- sources and indexing ---------------------------------------------------------------
 
     def add_source(self, folder: str | Path, *, name: str | None = None) -> str:
-        """Add a folder as a source (named after the folder unless named); returns its name."""
+        """Add a folder as a source (named after the folder unless named); returns its name.
+        A folder that is a source already keeps its name; one inside a source, or holding
+        one, is refused (SOURCE_OVERLAP, naming both): no file is indexed twice."""
         path = Path(folder).expanduser().resolve()
         if not path.is_dir():
             raise InvalidRequest(f"{folder} is not a folder")
+        try:
+            str(path).encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidRequest(
+                f"{folder!r}: a source folder's path must be valid UTF-8"
+            ) from None
         known = {n: p for _, n, p in self.store.sources()}
         for existing, existing_path in known.items():
             if existing_path == str(path):
@@ -257,80 +278,49 @@ class Base:
         self.store.add_source(name, str(path))
         return name
 
+    def sources(self) -> tuple[SourceInfo, ...]:
+        """The base's sources, in the order they were added, with their documents and chunks
+        (the notes source, metis-<base>, has no folder)."""
+        return self.store.source_infos()
+
+    def remove_source(self, name: str) -> int:
+        """Remove a folder source with its documents (their chunks, words and vectors), in one
+        transaction; returns the documents removed. SOURCE_NOT_FOUND for an unknown name,
+        BASE_BUSY while the base is being indexed; the notes source cannot be removed."""
+        with IndexerLock(self.path), Store(self.path) as writer:
+            return writer.remove_source(name)
+
     def index(
         self, *, reembed: bool = False, progress: ingest.Progress | None = None
     ) -> ingest.IndexReport:
-        """Index every source again (only what changed), then embed chunks lacking a vector.
+        """Index every source again (only what changed), then embed chunks lacking a vector
+        (ingest.index does the run and its report).
 
         Refused with BASE_BUSY while another process indexes this base. Runs on its own
-        connection, so searches on this Base see only whole documents meanwhile. A words index
-        built by older word rules is first built again by today's (Store.rebuild_words).
+        connection, so searches on this Base see only whole documents meanwhile.
         """
-        started = time.perf_counter()
-        spec = self.spec
         with IndexerLock(self.path), Store(self.path) as writer:
-            run = writer.start_run()
-            state = "failed"
-            try:
-                if writer.words_outdated:
-                    writer.rebuild_words()
-                if reembed:
-                    writer.drop_vectors()
-                else:
-                    writer.drop_vectors(except_model=self.model_label)
-                tally, warnings = ingest.index_sources(
-                    writer,
-                    chunk_size=spec["chunk_size"],
-                    max_file_bytes=spec["max_file_bytes"],
-                    progress=progress,
-                )
-                embedded, warnings2 = self._embed_missing(writer, progress)
-                warnings += warnings2
-                state = "done"
-            finally:
-                counts = (
-                    {}
-                    if state == "failed"
-                    else {
-                        "added": tally.added,
-                        "updated": tally.updated,
-                        "removed": tally.removed,
-                        "unchanged": tally.unchanged,
-                        "skipped": len(tally.skipped),
-                        "embedded": embedded,
-                    }
-                )
-                writer.finish_run(run, state=state, **counts)
-            chunks = writer.counts()["chunks"]
-            with_vector = writer.chunks_with_vector(self.model_label)
-        return ingest.IndexReport(
-            added=tally.added,
-            updated=tally.updated,
-            removed=tally.removed,
-            unchanged=tally.unchanged,
-            skipped=tuple(tally.skipped),
-            embedded=embedded,
-            chunks=chunks,
-            without_vector=chunks - with_vector,
-            seconds=round(time.perf_counter() - started, 3),
-            warnings=tuple(warnings),
-        )
+            return ingest.index(
+                writer,
+                parse_spec(writer.spec(), where=str(self.path)),
+                self.embedder,
+                document_prefix=self.prefixes()[1],
+                reembed=reembed,
+                progress=progress,
+            )
 
-    def _embed_missing(
-        self, writer: Store, progress: ingest.Progress | None
-    ) -> tuple[int, list[Warning]]:
-        spec = self.spec
-        written, dimension, warnings = ingest.embed_missing(
+    def _embed_missing(self, writer: Store) -> None:
+        """Give a vector to every chunk lacking one; a model that is down leaves them waiting."""
+        spec = parse_spec(writer.spec(), where=str(self.path))
+        _, dimension, _ = ingest.embed_missing(
             writer,
             self.embedder,
-            model=self.model_label,
+            model=spec.model_label,
             document_prefix=self.prefixes()[1],
-            dimension=spec.get("dimension"),
-            progress=progress,
+            dimension=spec.dimension,
         )
-        if dimension is not None and spec.get("dimension") != dimension:
+        if dimension is not None and spec.dimension != dimension:
             writer.set_spec({"dimension": dimension})
-        return written, warnings
 
     # -- facts ------------------------------------------------------------------------------
 
@@ -355,7 +345,7 @@ class Base:
                 key=key,
                 replaces=replaces,
             )
-            self._embed_missing(writer, None)  # a model that is down leaves it waiting
+            self._embed_missing(writer)
         return fact
 
     def facts(
@@ -385,9 +375,9 @@ class Base:
             embedder=self.embedder,
             reranker=self.reranker,
             query_prefix=self.prefixes()[0],
-            fusion=self.spec.get("fusion") or FUSION,
+            fusion=self.spec.fusion or FUSION,
             base=self.name,
-            memory_order=memory.holding_first if self.spec["kind"] == "memory" else None,
+            memory_order=memory.holding_first if self.spec.is_memory else None,
             annotate=memory.annotate,
             language_warning=self.language_warning,
         )
@@ -423,7 +413,7 @@ class Base:
         self._flush_counts(force=True)
         spec = self.spec
         counts = self.store.counts()
-        reranker = registry.model_label(spec["reranker"]) if spec["reranker"] else None
+        reranker = registry.model_label(spec.reranker) if spec.reranker else None
         indexing = IndexerLock(self.path).held_elsewhere()
         last = self.store.last_run()
         if last is not None and last["state"] == "running" and not indexing:
@@ -434,9 +424,9 @@ class Base:
         return BaseStatus(
             name=self.name,
             path=str(self.path),
-            kind=spec["kind"],
+            kind=spec.kind,
             state="Indexing" if indexing else "Waiting",
-            sources=tuple(SourceInfo(n, p) for _, n, p in self.store.sources()),
+            sources=self.store.source_infos(),
             documents=counts["documents"],
             chunks=counts["chunks"],
             chunks_without_vector=counts["chunks"]
@@ -444,7 +434,7 @@ class Base:
             kinds=self.store.kinds(),
             embedding=self.model_label,
             reranker=reranker,
-            chunk_size=spec["chunk_size"],
+            chunk_size=spec.chunk_size,
             last_indexing=last,
             searches_per_day=self.store.search_counts(),
             warnings=(
@@ -468,5 +458,5 @@ class Base:
     def language_warning(self) -> Warning | None:
         """MODEL_LANGUAGE_MISMATCH when most of the base is text its embedding model does not
         read (languages.py); judged by the model's name, without loading or calling it."""
-        model = self.spec["embedding"].get("model") or self.model_label
+        model = self.spec.embedding.get("model") or self.model_label
         return languages.mismatch(self.language_profile(), model)

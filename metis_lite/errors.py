@@ -2,14 +2,18 @@
 
     MetisError                      METIS_ERROR              500
     ├── InvalidRequest              INVALID_REQUEST          400
+    │   └── SourceOverlap           SOURCE_OVERLAP           409   (a folder inside another source)
     ├── StoreError                  STORE_ERROR              500
     │   ├── NotABase                NOT_A_BASE               400
     │   ├── SchemaTooNew            SCHEMA_TOO_NEW           409
     │   ├── BaseBusy                BASE_BUSY                409
     │   ├── BaseNotFound            BASE_NOT_FOUND           404
     │   ├── BaseReadOnly            BASE_READ_ONLY           409
-    │   └── DiskFull                DISK_FULL                507   (the unfinished write is not kept)
+    │   ├── DiskFull                DISK_FULL                507   (the unfinished write is not kept)
+    │   └── SpecInvalid             SPEC_INVALID             409   (a value of the base's spec)
     ├── ParseError                  PARSE_ERROR              422   (a document is skipped)
+    ├── SourceNotFound              SOURCE_NOT_FOUND         404
+    ├── DocumentNotFound            DOCUMENT_NOT_FOUND       404   (its file, read by the console's link)
     ├── ModelError                  MODEL_ERROR              502
     │   ├── ModelUnavailable        MODEL_UNAVAILABLE        503   (no answer within the deadline)
     │   │   ├── EmbeddingModelUnavailable  EMBEDDING_MODEL_UNAVAILABLE  503
@@ -114,3 +118,32 @@ class AccessError(MetisError):
 class Forbidden(AccessError):
     code = "FORBIDDEN"
     status = 403
+
+
+class DocumentNotFound(MetisError):
+    """A document asked for by source and path that the base does not hold, or whose file is
+    gone, moved outside its source, or is not a regular file any more."""
+
+    code = "DOCUMENT_NOT_FOUND"
+    status = 404
+
+
+class SpecInvalid(StoreError):
+    """A value of the base's spec table has the wrong type (spec.py)."""
+
+    code = "SPEC_INVALID"
+    status = 409
+
+
+class SourceOverlap(InvalidRequest):
+    """A folder inside a source of the base, or holding one: its files would be indexed twice."""
+
+    code = "SOURCE_OVERLAP"
+    status = 409
+
+
+class SourceNotFound(MetisError):
+    """A source asked for by name that the base does not have."""
+
+    code = "SOURCE_NOT_FOUND"
+    status = 404

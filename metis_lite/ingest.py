@@ -1,16 +1,28 @@
-"""Document → chunks → index: walk each source, parse what changed, store it, embed what lacks a vector.
+"""Document → chunks → index: one indexing run of a base, and its report (`index`).
 
-Incremental: a file whose size and modification time are unchanged is not read again, and one
-whose content hash is unchanged is not parsed again; a changed file is replaced and a deleted
-one removed. Each document is written in one transaction. A file that cannot be read is
-skipped with its reason and its indexed version, if any, is kept: a run loses nothing.
+A run walks each folder source, reads what changed, parses and chunks it, stores each document
+in one transaction, then embeds what lacks a vector; it is recorded in `runs` and reported as
+an IndexReport. Incremental: a file whose size and modification time are unchanged is not read
+again, and one whose content hash is unchanged is not parsed again; a changed file is replaced
+and a deleted one removed.
+
+What is read is what was checked: each file is opened once, without following a link it did
+not check, and the opened descriptor itself must be a regular file whose real path lies inside
+the source (so a file swapped for a link during the run is never read). Nothing a folder holds
+stops a run: a name that is not UTF-8, a symlink loop or one leading outside, a FIFO, a socket,
+a device, a file that vanishes, a permission error — each is skipped with its reason, and a
+document whose file became so is removed. A file that cannot be parsed, is too large or
+changes while read is skipped and its indexed version kept: it may be whole again next run.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
-from collections.abc import Callable, Iterator
+import stat
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,10 +32,25 @@ from metis_lite.errors import ModelAnswerInvalid, ModelError, ParseError
 from metis_lite.models.base import Embedder
 from metis_lite.records import Warning
 from metis_lite.settings import EMBED_BATCH
-from metis_lite.store import Store
+from metis_lite.spec import BaseSpec
+from metis_lite.store import Store, StoredDocument
 
 Progress = Callable[[str, int, int], None]
 """progress(stage, done, total): stage is "files" or "vectors"."""
+
+READ_BLOCK_BYTES = 1 << 20
+"""A file is read in blocks of 1 MiB from its one open descriptor."""
+
+_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0)
+"""O_NONBLOCK: opening a FIFO (or a device) must never wait; it is refused once opened."""
+
+_FILE_TYPES = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
 
 
 @dataclass(frozen=True)
@@ -48,11 +75,14 @@ class IndexReport:
 
 @dataclass
 class _Tally:
+    """What a run did so far (private to the run; the report is the IndexReport)."""
+
     added: int = 0
     updated: int = 0
     removed: int = 0
     unchanged: int = 0
     skipped: list[Skip] = field(default_factory=list)
+    warnings: list[Warning] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -62,41 +92,94 @@ class _File:
     kind: str
 
 
-def walk(root: Path, skipped: list[Skip], source: str) -> Iterator[_File]:
-    """The files of a source folder a base reads, in a stable order; symlinks that lead
-    outside the folder are skipped with their reason, folders behind symlinks not followed."""
-    real_root = root.resolve()
-    for folder, dirs, files in os.walk(root, followlinks=False, onerror=None):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        for name in sorted(files):
-            if name.startswith("."):
-                continue
-            path = Path(folder, name)
-            relative = path.relative_to(root).as_posix()
-            kind = parsing.kind_of(path)
-            if kind is None:
-                continue
-            if path.is_symlink():
-                target = path.resolve()
-                if not target.is_relative_to(real_root):
-                    skipped.append(Skip(f"{source}/{relative}", "symlink leads outside the source"))
-                    continue
-            yield _File(path, relative, kind)
+class _Unreadable(Exception):
+    """A file that is not, or no longer, a regular file inside its source that can be opened:
+    skipped with this reason, and its indexed version removed."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
-def index_sources(
+def index(
     store: Store,
+    spec: BaseSpec,
+    embedder: Callable[[], Embedder],
     *,
-    chunk_size: int,
-    max_file_bytes: int,
+    document_prefix: str,
+    reembed: bool = False,
     progress: Progress | None = None,
-) -> tuple[_Tally, list[Warning]]:
-    """Bring every folder source's documents up to date (no embedding)."""
+) -> IndexReport:
+    """One indexing run on `store` (a writer connection; the caller holds the IndexerLock):
+    bring every folder source's documents up to date, then embed the chunks lacking a vector.
+
+    The run is recorded in `runs` (failed when it raised). A words index built by older word
+    rules is first built again by today's (Store.rebuild_words); `reembed` drops every vector
+    first, else only those of another model.
+    """
+    started = time.perf_counter()
+    run = store.start_run()
     tally = _Tally()
-    warnings: list[Warning] = []
-    for source_id, source_name, folder in store.sources():
-        if folder is None:
-            continue  # the base's own notes source
+    embedded = 0
+    state = "failed"
+    try:
+        if store.words_outdated:
+            store.rebuild_words()
+        store.drop_vectors(except_model=None if reembed else spec.model_label)
+        _index_sources(
+            store,
+            tally,
+            chunk_size=spec.chunk_size,
+            max_file_bytes=spec.max_file_bytes,
+            progress=progress,
+        )
+        embedded, dimension, warnings = embed_missing(
+            store,
+            embedder,
+            model=spec.model_label,
+            document_prefix=document_prefix,
+            dimension=spec.dimension,
+            progress=progress,
+        )
+        tally.warnings += warnings
+        if dimension is not None and dimension != spec.dimension:
+            store.set_spec({"dimension": dimension})
+        state = "done"
+    finally:
+        counts = (
+            {
+                "added": tally.added,
+                "updated": tally.updated,
+                "removed": tally.removed,
+                "unchanged": tally.unchanged,
+                "skipped": len(tally.skipped),
+                "embedded": embedded,
+            }
+            if state == "done"
+            else {}
+        )
+        store.finish_run(run, state=state, **counts)
+    chunks = store.counts()["chunks"]
+    return IndexReport(
+        added=tally.added,
+        updated=tally.updated,
+        removed=tally.removed,
+        unchanged=tally.unchanged,
+        skipped=tuple(tally.skipped),
+        embedded=embedded,
+        chunks=chunks,
+        without_vector=chunks - store.chunks_with_vector(spec.model_label),
+        seconds=round(time.perf_counter() - started, 3),
+        warnings=tuple(tally.warnings),
+    )
+
+
+def _index_sources(
+    store: Store, tally: _Tally, *, chunk_size: int, max_file_bytes: int, progress: Progress | None
+) -> None:
+    """Bring every folder source's documents up to date (no embedding)."""
+    folders = [(i, n, p) for i, n, p in store.sources() if p is not None]  # not the notes
+    for source_id, source_name, folder in folders:
         root = Path(folder)
         if not root.is_dir():
             reason = "source folder is missing" if not root.exists() else "source is not a folder"
@@ -104,44 +187,153 @@ def index_sources(
                 Skip(f"{source_name}/", f"{reason} ({root}); its documents are kept")
             )
             continue
-        files = list(walk(root, tally.skipped, source_name))
-        stored = store.documents_of(source_id)
-        for done, file in enumerate(files, start=1):
-            _index_file(
-                store,
-                source_id,
-                source_name,
-                file,
-                stored.get(file.name),
-                tally,
-                chunk_size=chunk_size,
-                max_file_bytes=max_file_bytes,
+        outer = _covering(source_id, folder, folders)
+        if outer is not None:
+            removed = store.remove_documents_of(source_id)
+            tally.removed += removed
+            tally.skipped.append(
+                Skip(
+                    f"{source_name}/",
+                    f"lies inside the source {outer} ({folder}), which indexes its files; "
+                    f"its {removed} documents of its own were removed: remove the source "
+                    f"{source_name} (metis-lite sources BASE --remove {source_name})",
+                )
             )
+            continue
+        real_root = os.path.realpath(root)
+        try:
+            files = walk(root, tally.skipped, source_name)
+        except _Unreadable as exc:
+            tally.skipped.append(Skip(f"{source_name}/", f"{exc.reason}; its documents are kept"))
+            continue
+        stored = store.documents_of(source_id)
+        present: set[str] = set()
+        for done, file in enumerate(files, start=1):
+            label = f"{source_name}/{file.name}"
+            try:
+                _index_file(
+                    store,
+                    source_id,
+                    label,
+                    file,
+                    real_root,
+                    stored.get(file.name),
+                    tally,
+                    chunk_size=chunk_size,
+                    max_file_bytes=max_file_bytes,
+                )
+                present.add(file.name)
+            except _Unreadable as exc:
+                tally.skipped.append(Skip(label, exc.reason))
             if progress:
                 progress("files", done, len(files))
-        present = {f.name for f in files}
         for name, document in stored.items():
-            if name not in present and not (root / name).exists():
+            if name not in present:
                 store.remove_document(document.id)
                 tally.removed += 1
-    return tally, warnings
 
 
-def _index_file(store, source_id, source_name, file, stored, tally, *, chunk_size, max_file_bytes):
-    label = f"{source_name}/{file.name}"
+def _covering(
+    source_id: int, folder: str, folders: list[tuple[int, str, str | None]]
+) -> str | None:
+    """The name of another folder source holding this one (or an earlier one with the same
+    folder), whose run indexes its files: two sources never index the same file."""
+    path = Path(folder)
+    for other_id, other_name, other in folders:
+        if other_id == source_id or other is None or not Path(other).is_dir():
+            continue
+        if path == Path(other) and other_id < source_id:
+            return other_name
+        if path != Path(other) and path.is_relative_to(other):
+            return other_name
+    return None
+
+
+def walk(root: Path, skipped: list[Skip], source: str) -> list[_File]:
+    """The files of a source folder a base reads, by name, in a stable order (hidden ones
+    left out). A name that is not valid UTF-8, or a folder inside that cannot be listed, is
+    skipped with its reason; folders behind symlinks are not followed. Nothing here opens a
+    file: `_open_checked` does, once, and checks what it opened. _Unreadable when the source
+    folder itself cannot be listed (its documents are then kept, as for a missing folder)."""
+
+    def unlisted(exc: OSError) -> None:
+        where = Path(exc.filename or root)
+        if where == root:
+            raise _Unreadable(f"source folder cannot be read: {exc.strerror or exc}")
+        reason = f"folder cannot be read: {exc.strerror or exc}; its documents are removed"
+        skipped.append(Skip(f"{source}/{_shown(where.relative_to(root).as_posix())}/", reason))
+
+    files = []
+    for folder, dirs, names in os.walk(root, followlinks=False, onerror=unlisted):
+        for name in [d for d in dirs if not d.startswith(".") and not _utf8(d)]:
+            relative = Path(folder, name).relative_to(root).as_posix()
+            skipped.append(Skip(f"{source}/{_shown(relative)}/", _NOT_UTF8))
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and _utf8(d))
+        for name in sorted(names):
+            kind = parsing.kind_of(Path(name))
+            if name.startswith(".") or kind is None:
+                continue
+            path = Path(folder, name)
+            relative = path.relative_to(root).as_posix()
+            if not _utf8(relative):
+                skipped.append(Skip(f"{source}/{_shown(relative)}", _NOT_UTF8))
+                continue
+            files.append(_File(path, relative, kind))
+    return files
+
+
+_NOT_UTF8 = "its name is not valid UTF-8 (rename it to index it)"
+
+
+def _utf8(name: str) -> bool:
+    """False for a name that os.walk decoded with surrogate escapes (not valid UTF-8)."""
     try:
-        stat = file.path.stat()
-        if stat.st_size > max_file_bytes:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _shown(name: str) -> str:
+    """A name as text, its bytes that are not UTF-8 written \\xNN."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def _index_file(
+    store: Store,
+    source_id: int,
+    label: str,
+    file: _File,
+    real_root: str,
+    stored: StoredDocument | None,
+    tally: _Tally,
+    *,
+    chunk_size: int,
+    max_file_bytes: int,
+) -> None:
+    fd, before = _open_checked(file.path, real_root)
+    try:
+        if before.st_size > max_file_bytes:
             tally.skipped.append(
                 Skip(label, f"larger than the base's limit of {max_file_bytes:,} bytes")
             )
             return
-        if stored and stored.size == stat.st_size and stored.mtime == stat.st_mtime:
+        if stored and stored.size == before.st_size and stored.mtime == before.st_mtime:
             tally.unchanged += 1
             return
-        data = file.path.read_bytes()
-    except OSError as exc:
-        tally.skipped.append(Skip(label, f"cannot be read: {exc.strerror or exc}"))
+        try:
+            data = _read_all(fd, before.st_size)
+            after = os.fstat(fd)
+        except OSError as exc:
+            tally.skipped.append(Skip(label, f"cannot be read: {exc.strerror or exc}"))
+            return
+    finally:
+        os.close(fd)
+    if len(data) != before.st_size or (after.st_size, after.st_mtime_ns) != (
+        before.st_size,
+        before.st_mtime_ns,
+    ):
+        tally.skipped.append(Skip(label, "changed while it was read; the next run reads it"))
         return
     digest = hashlib.sha256(data).hexdigest()
     if stored and stored.content_hash == digest:
@@ -162,14 +354,98 @@ def _index_file(store, source_id, source_name, file, stored, tally, *, chunk_siz
         kind=file.kind,
         title=document.title,
         content_hash=digest,
-        size=stat.st_size,
-        mtime=stat.st_mtime,
+        size=before.st_size,
+        mtime=before.st_mtime,
         chunks=chunks,
     )
     if stored:
         tally.updated += 1
     else:
         tally.added += 1
+
+
+def _open_checked(path: Path, real_root: str) -> tuple[int, os.stat_result]:
+    """Open a file to read it as what was checked: (descriptor, its fstat). A symlink is
+    followed only when its target lies inside the source; the opened descriptor must be a
+    regular file whose real path lies inside the source. _Unreadable otherwise."""
+    try:
+        seen = os.lstat(path)
+    except OSError as exc:
+        raise _Unreadable(_open_failure(exc)) from None
+    flags = _OPEN_FLAGS
+    if stat.S_ISLNK(seen.st_mode):
+        try:
+            target = os.path.realpath(path, strict=True)
+        except OSError as exc:
+            raise _Unreadable(_open_failure(exc)) from None
+        if not _inside(target, real_root):
+            raise _Unreadable("symlink leads outside the source")
+    else:
+        _check_regular(seen.st_mode)
+        flags |= os.O_NOFOLLOW  # it was no link when checked: it must not be one now
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        raise _Unreadable(_open_failure(exc)) from None
+    try:
+        opened = os.fstat(fd)
+        _check_regular(opened.st_mode)
+        real = _real_path(fd, path, opened)
+        if not _inside(real, real_root):
+            raise _Unreadable("leads outside the source (it was replaced by a link meanwhile)")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, opened
+
+
+def _check_regular(mode: int) -> None:
+    if not stat.S_ISREG(mode):
+        what = next((name for test, name in _FILE_TYPES if test(mode)), "not a file")
+        raise _Unreadable(f"not a regular file ({what})")
+
+
+def _open_failure(exc: OSError) -> str:
+    if exc.errno == errno.ELOOP:
+        return "a symlink loop (or a link swapped in while it was read)"
+    if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+        return "vanished before it was read (or its symlink leads nowhere)"
+    if exc.errno == errno.ENXIO:
+        return "not a regular file (a socket)"
+    return f"cannot be read: {exc.strerror or exc}"
+
+
+def _real_path(fd: int, path: Path, opened: os.stat_result) -> str:
+    """The real path of an open descriptor: /proc on Linux; elsewhere the path's real path,
+    provided it still names the very file opened."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        pass
+    real = os.path.realpath(path)
+    try:
+        now = os.stat(real)
+    except OSError as exc:
+        raise _Unreadable(_open_failure(exc)) from None
+    if (now.st_dev, now.st_ino) != (opened.st_dev, opened.st_ino):
+        raise _Unreadable("vanished before it was read (or was replaced meanwhile)")
+    return real
+
+
+def _inside(real: str, real_root: str) -> bool:
+    return real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)
+
+
+def _read_all(fd: int, size: int) -> bytes:
+    """Up to size + 1 bytes (one more tells a file that grew)."""
+    blocks, left = [], size + 1
+    while left > 0:
+        block = os.read(fd, min(left, READ_BLOCK_BYTES))
+        if not block:
+            break
+        blocks.append(block)
+        left -= len(block)
+    return b"".join(blocks)
 
 
 def embed_missing(
@@ -187,6 +463,8 @@ def embed_missing(
     pass with a warning; its chunks keep waiting and the next run gives them their vectors.
     """
     total = store.counts()["chunks"] - store.chunks_with_vector(model)
+    if total <= 0:
+        return 0, dimension, []  # nothing waits: the model is not even loaded
     written = 0
     after = 0
     try:

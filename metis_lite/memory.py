@@ -4,6 +4,11 @@ A fact is a note of the base's own source `metis-<base>`: a document of kind `no
 chunk, embedded and indexed by words like any other, plus a row of `facts` saying when it was
 stated, its optional subject and key, and what replaced it. A newer fact with the same key
 replaces the one that held; a fact may also name the facts it replaces. Nothing is deleted.
+
+A fact is written in one transaction that takes the base's write lock before it reads which
+fact holds its key (Store.writing), so facts written at the same moment by several processes
+all succeed, one after another, and one fact holds per key. A fact stated in the future (past
+STATED_AT_FUTURE_TOLERANCE_S) is refused: it would hold its key against every later fact.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from metis_lite.errors import InvalidRequest
 from metis_lite.records import Chunk, Hit
@@ -20,6 +25,12 @@ from metis_lite.store import Store
 NOTE_KIND = "note"
 FACT_TEXT_MAX = 10_000
 """A fact longer than this is refused: a fact is a sentence or two, not a document."""
+
+STATED_AT_FUTURE_TOLERANCE_S = 300
+"""How far past this machine's clock a fact's stated_at may lie: clocks of the machines that
+post facts differ by seconds, rarely minutes. Later than that is refused."""
+
+_TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
 
 @dataclass(frozen=True)
@@ -41,17 +52,31 @@ def notes_source(base_name: str) -> str:
     return f"metis-{base_name}"
 
 
-def parse_time(value: str | None) -> str:
-    """An ISO 8601 time as UTC 'YYYY-MM-DDTHH:MM:SSZ' (now when None); InvalidRequest if bad."""
+def _latest_allowed() -> str:
+    return (datetime.now(UTC) + timedelta(seconds=STATED_AT_FUTURE_TOLERANCE_S)).strftime(
+        _TIME_FORMAT
+    )
+
+
+def parse_time(value: str | None, *, now: datetime | None = None) -> str:
+    """An ISO 8601 time as UTC 'YYYY-MM-DDTHH:MM:SSZ' (now when None); InvalidRequest if bad
+    or later than now by more than STATED_AT_FUTURE_TOLERANCE_S."""
+    now = now or datetime.now(UTC)
     if value is None:
-        return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return now.strftime(_TIME_FORMAT)
     try:
         moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except (TypeError, ValueError):
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        moment = moment.astimezone(UTC)
+    except (AttributeError, TypeError, ValueError, OverflowError):
         raise InvalidRequest(f"stated_at must be an ISO 8601 date or time, not {value!r}") from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    if moment > now + timedelta(seconds=STATED_AT_FUTURE_TOLERANCE_S):
+        raise InvalidRequest(
+            f"stated_at {moment.strftime(_TIME_FORMAT)} is in the future (now is "
+            f"{now.strftime(_TIME_FORMAT)}): a fact is stated when it is known"
+        )
+    return moment.strftime(_TIME_FORMAT)
 
 
 _FACT_COLUMNS = "id, text, stated_at, subject, key, replaced_by, replaced_at"
@@ -85,28 +110,28 @@ def add_fact(
         raise InvalidRequest("replaces must be a list of fact ids")
     text = text.strip()
     when = parse_time(stated_at)
-    source_id = store.add_source(notes_source(base_name), None)
-    with store.db:
-        for fact_id in replaces:
-            if store.db.execute("SELECT 1 FROM facts WHERE id = ?", (fact_id,)).fetchone() is None:
-                raise InvalidRequest(f"fact {fact_id} does not exist in this base")
+    title = subject or "Fact"
+    with store.writing():  # the write lock first: which fact holds the key cannot change
+        source_id = store.add_source(notes_source(base_name), None)
+        missing = store.missing_facts(replaces)
+        if missing:
+            raise InvalidRequest(f"fact {missing[0]} does not exist in this base")
         holder = None
         if key is not None:
-            holder = store.db.execute(
-                f"SELECT {_FACT_COLUMNS} FROM facts WHERE key = ? AND replaced_by IS NULL",
-                (key,),
-            ).fetchone()
-        new_id = int(store.db.execute("SELECT coalesce(max(id), 0) + 1 FROM facts").fetchone()[0])
+            rows = store.fact_rows("key = ? AND replaced_by IS NULL", (key,), columns=_FACT_COLUMNS)
+            holder = _fact(rows[0]) if rows else None
+        new_id = store.next_fact_id()
         born_replaced_by = None
-        if holder is not None and holder[2] > when:
-            born_replaced_by = holder[0]  # an import of an older fact: the newer one still holds
-            if holder[0] in replaces:
+        if holder is not None and when < holder.stated_at <= _latest_allowed():
+            # An import of an older fact: the newer one still holds. (A holder stated in the
+            # future, written before such dates were refused, does not pin its key.)
+            born_replaced_by = holder.id
+            if holder.id in replaces:
                 raise InvalidRequest(
-                    f"fact {holder[0]} is newer with the same key, so it replaces this one; "
+                    f"fact {holder.id} is newer with the same key, so it replaces this one; "
                     "this one cannot replace it too (a cycle)"
                 )
-        title = subject or "Fact"
-        store.replace_document(
+        document_id = store.replace_document(
             source_id=source_id,
             path=f"facts/{new_id}",
             kind=NOTE_KIND,
@@ -116,32 +141,19 @@ def add_fact(
             mtime=None,
             chunks=[Chunk(text=text, title=title, headings=())],
         )
-        document_id = store.db.execute(
-            "SELECT id FROM documents WHERE source_id = ? AND path = ?",
-            (source_id, f"facts/{new_id}"),
-        ).fetchone()[0]
-        store.db.execute(
-            "INSERT INTO facts (id, document_id, text, stated_at, subject, key, replaced_by, replaced_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                new_id,
-                document_id,
-                text,
-                when,
-                subject,
-                key,
-                born_replaced_by,
-                when if born_replaced_by else None,
-            ),
+        store.insert_fact(
+            fact_id=new_id,
+            document_id=document_id,
+            text=text,
+            stated_at=when,
+            subject=subject,
+            key=key,
+            replaced_by=born_replaced_by,
         )
         replaced = set(replaces)
         if holder is not None and born_replaced_by is None:
-            replaced.add(holder[0])
-        for fact_id in sorted(replaced):
-            store.db.execute(
-                "UPDATE facts SET replaced_by = ?, replaced_at = ? WHERE id = ?",
-                (new_id, when, fact_id),
-            )
+            replaced.add(holder.id)
+        store.mark_replaced(sorted(replaced), by=new_id, at=when)
     return get_fact(store, new_id)
 
 

@@ -131,3 +131,15 @@ class Answer:
     warnings: tuple[Warning, ...]
     took: Took
     results: tuple[Result, ...]
+
+
+@dataclass(frozen=True)
+class SourceInfo:
+    """A source of a base: its name, its folder (None for the base's notes, metis-<base>),
+    and what of it is indexed."""
+
+    name: str
+    path: str | None
+    documents: int = 0
+    chunks: int = 0
+    added_at: str | None = None

@@ -1,17 +1,18 @@
-"""The base file: connection policy, schema, and every write; one Store owns one connection.
+"""The base file: its schema, and every write; one Store owns one connection.
 
 A base is one SQLite file in WAL mode (searches are answered while another connection
-indexes), with a busy timeout and foreign keys on, and the FTS5 tokenizer registered on every
-connection. The DDL lives in schema.sql; the queries are beside the functions that run them.
+indexes); each connection follows connection.py's policy. The DDL lives in schema.sql; the
+queries are beside the functions that run them. Every write is a transaction that takes the
+write lock before it reads (Store.writing), so writers in several processes take turns.
 """
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import json
 import os
+import random
 import re
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -19,30 +20,37 @@ from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import apsw
 import numpy as np
 
+from metis_lite import connection as policy
 from metis_lite import tokenizer
+from metis_lite.connection import IndexerLock as IndexerLock
+from metis_lite.connection import check_is_sqlite, write_failure
+from metis_lite.connection import connect as connect
 from metis_lite.errors import (
     BaseBusy,
+    BaseNotFound,
     BaseReadOnly,
     DiskFull,
+    InvalidRequest,
     NotABase,
     SchemaTooNew,
+    SourceNotFound,
+    SourceOverlap,
     StoreError,
 )
-from metis_lite.records import Chunk, Filters, contextualize
+from metis_lite.records import Chunk, Filters, SourceInfo, contextualize
 
 SCHEMA_VERSION = 2
 """2: the words index is declared with its word rules (`tokenize='metis 2'`). A base of version
 1 is read as it is, and `index` rebuilds its words index (rebuild_words) and records 2: code
 that knows only version 1 then refuses the base, rather than write words by its old rules."""
-BUSY_TIMEOUT_MS = 5_000
-"""How long a statement waits for another connection's write to end before failing."""
-
-SQLITE_MAGIC = b"SQLite format 3\x00"
+BUSY_RETRY_S = (0.005, 0.05)
+"""A write refused at once (a stale snapshot, a WAL being recovered: SQLite calls no busy
+handler then) is tried again after a random pause in this range, until the busy timeout
+(connection.BUSY_TIMEOUT_MS)."""
 
 _SCHEMA_OBJECT = re.compile(r"CREATE (?:VIRTUAL TABLE|TABLE|INDEX|TRIGGER) IF NOT EXISTS (\w+)")
 
@@ -72,75 +80,6 @@ def vector_blob(vector: np.ndarray) -> bytes:
     return np.ascontiguousarray(vector, dtype="<f4").tobytes()
 
 
-def connect(path: str | os.PathLike[str], *, readonly: bool = False) -> apsw.Connection:
-    """Open a connection with the base's policy (apsw bestpractice: WAL, busy timeout, FKs).
-
-    The schema is read first, so a damaged file says so. Only a base or a new file is put in
-    WAL mode, never another program's database. A base where nothing can be written (a
-    read-only file system, file or folder) is opened read-only, and immutable when no -wal
-    lies beside it (SQLite could not create the -shm it needs otherwise): it is still searched,
-    and writing to it fails as BASE_READ_ONLY.
-    """
-    unwritable = not readonly and _unwritable(Path(path))
-    readonly = readonly or unwritable
-    name, flags = str(path), apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
-    if readonly:
-        flags = apsw.SQLITE_OPEN_READONLY
-        if unwritable and not Path(f"{path}-wal").exists():
-            name = f"file:{quote(str(Path(path).resolve()))}?immutable=1"
-            flags |= apsw.SQLITE_OPEN_URI
-    try:
-        connection = apsw.Connection(name, flags=flags)
-        connection.set_busy_timeout(BUSY_TIMEOUT_MS)
-        objects, is_base = connection.execute(
-            "SELECT count(*), count(*) FILTER (WHERE name = 'meta') FROM sqlite_schema"
-        ).fetchone()
-        tokenizer.register(connection)
-        connection.execute("PRAGMA foreign_keys = ON")
-        if not readonly and (is_base or not objects):
-            connection.execute("PRAGMA journal_mode = WAL")
-            connection.execute("PRAGMA synchronous = NORMAL")
-    except apsw.NotADBError as exc:
-        raise NotABase(f"{path} is not a metis-lite base (not an SQLite file)") from exc
-    except apsw.CorruptError as exc:
-        raise NotABase(f"{path} is damaged ({exc}): it cannot be read as a base") from exc
-    except apsw.ReadOnlyError as exc:
-        raise BaseReadOnly(f"{path} is read-only: {exc}") from exc
-    except apsw.CantOpenError as exc:
-        if unwritable:
-            raise BaseReadOnly(
-                f"{path} is read-only and its -wal holds commits not yet in the file: open it "
-                "once where it can be written (or copy it with metis-lite copy)"
-            ) from exc
-        raise StoreError(f"cannot open {path}: {exc}") from exc
-    return connection
-
-
-def _unwritable(path: Path) -> bool:
-    """True for an existing base SQLite could not write: the file, or the folder that must
-    hold its -wal and -shm, is read-only (a read-only mount says so even to root)."""
-    return path.is_file() and not (
-        os.access(path, os.W_OK) and os.access(path.parent, os.W_OK | os.X_OK)
-    )
-
-
-def _write_failure(exc: apsw.Error, path: Path) -> StoreError | None:
-    """The StoreError a failed write means, or None. SQLite rolls a transaction back itself
-    on SQLITE_FULL, and apsw's own rollback then fails: the cause is in the chain."""
-    cause: BaseException | None = exc
-    while cause is not None:
-        if isinstance(cause, apsw.FullError):
-            return DiskFull(
-                f"{path}: the disk is full (or the base reached its size limit): the unfinished "
-                "write was not kept and what was written before is whole; free some space and "
-                "run again"
-            )
-        if isinstance(cause, apsw.ReadOnlyError):
-            return BaseReadOnly(f"{path} is read-only: it can be searched, not written")
-        cause = cause.__context__
-    return None
-
-
 @dataclass(frozen=True)
 class StoredDocument:
     id: int
@@ -168,10 +107,14 @@ class Store:
 
     def __init__(self, path: str | os.PathLike[str], *, create: bool = False) -> None:
         self.path = Path(path)
+        self._depth = 0  # write transactions open on this connection (writing())
         if not self.path.exists() and not create:
-            raise StoreError(f"no base at {self.path} (index a folder into it to create it)")
+            raise BaseNotFound(
+                f"no base at {self.path}: create it with `metis-lite index {self.path} FOLDER`"
+                f" (a memory base needs no folder: `metis-lite index {self.path} --kind memory`)"
+            )
         if self.path.exists():
-            _check_is_sqlite(self.path)
+            check_is_sqlite(self.path)
         self.db = connect(self.path)
         self._ensure_schema(create)
 
@@ -185,16 +128,63 @@ class Store:
         self.close()
 
     @contextmanager
-    def _transaction(self) -> Iterator[None]:
-        """`with self.db:` (one transaction), a full disk or a read-only base said as such."""
+    def writing(self) -> Iterator[None]:
+        """One write transaction that takes the write lock before it reads anything (BEGIN
+        IMMEDIATE), so no other writer's commit can make what it read stale; waits for another
+        writer up to the busy timeout (then BASE_BUSY). Inside an open transaction it is a
+        savepoint of it. A full disk or a read-only base is said as such."""
         try:
-            with self.db:
+            if self._depth or self.db.in_transaction:
+                self._depth += 1
+                try:
+                    with self.db:
+                        yield
+                finally:
+                    self._depth -= 1
+                return
+            self._begin()
+            self._depth = 1
+            try:
                 yield
+            except BaseException:
+                self._rollback()
+                raise
+            finally:
+                self._depth = 0
+            try:
+                self.db.execute("COMMIT")
+            except apsw.Error:
+                self._rollback()
+                raise
         except apsw.Error as exc:
-            failure = _write_failure(exc, self.path)
+            failure = write_failure(exc, self.path)
             if failure is None:
                 raise
             raise failure from exc
+
+    _transaction = writing
+
+    def _begin(self) -> None:
+        deadline = time.monotonic() + policy.BUSY_TIMEOUT_MS / 1000
+        while True:
+            try:
+                self.db.execute("BEGIN IMMEDIATE")  # the busy timeout applies here
+                return
+            except apsw.BusyError as exc:
+                if time.monotonic() >= deadline:
+                    raise BaseBusy(
+                        f"{self.path}: another process kept the base locked for writing for "
+                        f"{policy.BUSY_TIMEOUT_MS / 1000:g} s; nothing was written, try again"
+                    ) from exc
+                time.sleep(random.uniform(*BUSY_RETRY_S))
+
+    def _rollback(self) -> None:
+        """Roll back what is open; SQLite may have rolled back already (SQLITE_FULL)."""
+        if self.db.in_transaction:
+            try:
+                self.db.execute("ROLLBACK")
+            except apsw.Error:
+                pass
 
     # -- schema -----------------------------------------------------------------------------
 
@@ -298,11 +288,26 @@ class Store:
     def sources(self) -> list[tuple[int, str, str | None]]:
         return list(self.db.execute("SELECT id, name, path FROM sources ORDER BY id"))
 
+    def source_infos(self) -> tuple[SourceInfo, ...]:
+        """Each source with its documents and chunks, in the order they were added."""
+        rows = self.db.execute(
+            "SELECT s.name, s.path, s.added_at, count(DISTINCT d.id), count(c.id) FROM sources s"
+            " LEFT JOIN documents d ON d.source_id = s.id"
+            " LEFT JOIN chunks c ON c.document_id = d.id GROUP BY s.id ORDER BY s.id"
+        )
+        return tuple(SourceInfo(n, p, docs, chunks, added) for n, p, added, docs, chunks in rows)
+
     def add_source(self, name: str, path: str | None) -> int:
+        """Add a source (a folder, or None for the base's notes), or give one of that name its
+        new folder; SOURCE_OVERLAP when the folder lies inside another source or holds one (its
+        files would be indexed twice). Paths are compared as given: resolve them first."""
         with self._transaction():
-            row = self.db.execute("SELECT id, path FROM sources WHERE name = ?", (name,)).fetchone()
+            rows = self.db.execute("SELECT id, name, path FROM sources").fetchall()
+            if path is not None:
+                _check_no_overlap(path, [(n, p) for _, n, p in rows if n != name and p])
+            row = next((r for r in rows if r[1] == name), None)
             if row:
-                if path is not None and row[1] != path:
+                if path is not None and row[2] != path:
                     self.db.execute("UPDATE sources SET path = ? WHERE id = ?", (path, row[0]))
                 return int(row[0])
             self.db.execute(
@@ -310,6 +315,35 @@ class Store:
                 (name, path, now_iso()),
             )
             return int(self.db.last_insert_rowid())
+
+    def remove_source(self, name: str) -> int:
+        """Remove a folder source with its documents, chunks, words and vectors, in one
+        transaction; returns the documents removed. SOURCE_NOT_FOUND for an unknown name."""
+        with self._transaction():
+            row = self.db.execute("SELECT id, path FROM sources WHERE name = ?", (name,)).fetchone()
+            if row is None:
+                known = ", ".join(n for _, n, _ in self.sources()) or "none"
+                raise SourceNotFound(f"{self.path} has no source {name!r} (its sources: {known})")
+            if row[1] is None:
+                raise InvalidRequest(
+                    f"{name} holds the base's facts, which are never deleted: it cannot be removed"
+                )
+            removed = self.remove_documents_of(int(row[0]))
+            self.db.execute("DELETE FROM sources WHERE id = ?", (row[0],))
+            return removed
+
+    def remove_documents_of(self, source_id: int) -> int:
+        """Remove every document of a source (one transaction); returns how many."""
+        with self._transaction():
+            ids = [
+                r[0]
+                for r in self.db.execute(
+                    "SELECT id FROM documents WHERE source_id = ?", (source_id,)
+                )
+            ]
+            for document_id in ids:
+                self._delete_document(document_id)
+            return len(ids)
 
     # -- documents --------------------------------------------------------------------------
 
@@ -385,6 +419,83 @@ class Store:
         )
         # Chunks and their vectors go by ON DELETE CASCADE; the trigger logs vector removals.
         self.db.execute("DELETE FROM documents WHERE id = ?", (document_id,))
+
+    # -- facts (memory.py decides; these write, inside its writing()) ------------------------
+
+    def missing_facts(self, fact_ids: Iterable[int]) -> list[int]:
+        return [
+            i
+            for i in fact_ids
+            if self.db.execute("SELECT 1 FROM facts WHERE id = ?", (i,)).fetchone() is None
+        ]
+
+    def fact_rows(self, where: str, params: Sequence[Any] = (), *, columns: str) -> list[tuple]:
+        return self.db.execute(f"SELECT {columns} FROM facts WHERE {where}", params).fetchall()
+
+    def next_fact_id(self) -> int:
+        return int(self.db.execute("SELECT coalesce(max(id), 0) + 1 FROM facts").fetchone()[0])
+
+    def insert_fact(
+        self,
+        *,
+        fact_id: int,
+        document_id: int,
+        text: str,
+        stated_at: str,
+        subject: str | None,
+        key: str | None,
+        replaced_by: int | None,
+    ) -> None:
+        with self._transaction():
+            self.db.execute(
+                "INSERT INTO facts (id, document_id, text, stated_at, subject, key, replaced_by,"
+                " replaced_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    fact_id,
+                    document_id,
+                    text,
+                    stated_at,
+                    subject,
+                    key,
+                    replaced_by,
+                    stated_at if replaced_by else None,
+                ),
+            )
+
+    def mark_replaced(self, fact_ids: Iterable[int], *, by: int, at: str) -> None:
+        with self._transaction():
+            for fact_id in fact_ids:
+                self.db.execute(
+                    "UPDATE facts SET replaced_by = ?, replaced_at = ? WHERE id = ?",
+                    (by, at, fact_id),
+                )
+
+    # -- saved evaluations ------------------------------------------------------------------
+
+    def ensure_schema_objects(self) -> None:
+        """Make the tables added since the base was made (every statement is IF NOT EXISTS)."""
+        if self._missing_objects():
+            with self._transaction():
+                self.db.execute(schema_sql())
+
+    def save_eval_set(self, name: str, items: str, origin: str) -> None:
+        self.ensure_schema_objects()
+        with self._transaction():
+            self.db.execute(
+                "INSERT INTO eval_sets (name, items, origin, saved_at) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (name) DO UPDATE SET items = excluded.items,"
+                " origin = excluded.origin, saved_at = excluded.saved_at",
+                (name, items, origin, now_iso()),
+            )
+
+    def record_eval_run(self, name: str, *, ran_at: str, spec: str, metrics: str) -> None:
+        self.ensure_schema_objects()
+        with self._transaction():
+            self.db.execute(
+                "INSERT INTO eval_runs (set_id, ran_at, spec, metrics)"
+                " SELECT id, ?, ?, ? FROM eval_sets WHERE name = ?",
+                (ran_at, spec, metrics, name),
+            )
 
     # -- vectors ----------------------------------------------------------------------------
 
@@ -587,7 +698,7 @@ class Store:
                     " ON CONFLICT (day) DO UPDATE SET searches = searches + excluded.searches",
                     (day, searches),
                 )
-        except (apsw.BusyError, BaseReadOnly, DiskFull):
+        except (apsw.BusyError, BaseBusy, BaseReadOnly, DiskFull):
             pass  # a count is not worth failing or delaying a search for
 
     def search_counts(self, days: int = 30) -> dict[str, int]:
@@ -614,67 +725,20 @@ def filter_clause(filters: Filters) -> tuple[str, tuple[Any, ...]]:
     return (" AND ".join(parts) or "1"), tuple(params)
 
 
-def _check_is_sqlite(path: Path) -> None:
-    if path.is_dir():
-        raise NotABase(f"{path} is a folder, not a base file")
-    try:
-        with path.open("rb") as handle:
-            head = handle.read(len(SQLITE_MAGIC))
-    except OSError as exc:
-        raise StoreError(f"cannot read {path}: {exc.strerror}") from exc
-    if head and head != SQLITE_MAGIC:
-        raise NotABase(f"{path} is not a metis-lite base (not an SQLite file)")
-
-
-class IndexerLock:
-    """One indexer at a time per base: an advisory lock on BASE.lock, released by the OS even
-    when the indexer is killed. (Not on the base file itself: closing any descriptor of a
-    database file drops SQLite's POSIX locks held by the process.)"""
-
-    def __init__(self, base_path: Path) -> None:
-        self.path = Path(str(base_path) + ".lock")
-        self._fd: int | None = None
-
-    def acquire(self) -> None:
-        try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as exc:
-            base = self.path.with_suffix("")
-            if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
-                raise BaseReadOnly(f"{base} is read-only: it can be searched, not indexed") from exc
-            raise StoreError(f"cannot lock {base} for indexing: {exc.strerror or exc}") from exc
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise BaseBusy(
-                f"{self.path.with_suffix('')} is being indexed by another process; "
-                "searches still work, try indexing again when it ends"
-            ) from None
-        self._fd = fd
-
-    def release(self) -> None:
-        if self._fd is not None:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
-
-    def held_elsewhere(self) -> bool:
-        """True while another process indexes this base (the service's Indexing state)."""
-        if not self.path.exists():
-            return False
-        fd = os.open(self.path, os.O_RDONLY)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        finally:
-            os.close(fd)
-        return False
-
-    def __enter__(self) -> IndexerLock:
-        self.acquire()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
+def _check_no_overlap(path: str, others: Sequence[tuple[str, str]]) -> None:
+    """SOURCE_OVERLAP when `path` lies inside one of the (name, folder) sources, or holds one."""
+    new = Path(path)
+    for name, folder in others:
+        existing = Path(folder)
+        if new == existing:
+            raise SourceOverlap(f"{path} is already the base's source {name}")
+        if new.is_relative_to(existing):
+            raise SourceOverlap(
+                f"{path} lies inside the base's source {name} ({folder}), which indexes its "
+                "files already: search it with --prefix, or remove that source first"
+            )
+        if existing.is_relative_to(new):
+            raise SourceOverlap(
+                f"{path} holds the base's source {name} ({folder}), whose files would be "
+                f"indexed twice: remove that source first (metis-lite sources BASE --remove {name})"
+            )

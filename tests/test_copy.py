@@ -94,7 +94,7 @@ def test_a_copy_taken_inside_an_indexing_transaction_holds_every_commit_and_noth
     finally:
         (pause / "resume").touch()
         _, errors = indexer.communicate(timeout=120)
-    assert indexer.returncode == 0, errors
+    assert indexer.returncode in (0, 3), errors  # 3: words only, chunks without vectors
 
     assert side_files(tmp_path / "copy.db") == []
     moved = searchable_elsewhere(tmp_path / "copy.db", tmp_path / "elsewhere")
@@ -148,7 +148,7 @@ def test_copies_taken_while_a_process_indexes_and_searches_run_are_each_consiste
         indexer.wait(timeout=120)
         stop.set()
         searcher.join(timeout=60)
-    assert indexer.returncode == 0, indexer.stderr.read()
+    assert indexer.returncode in (0, 3), indexer.stderr.read()  # 3: words only
     indexer.stderr.close()
     assert not failures, failures
     assert searched.is_set()

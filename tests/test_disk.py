@@ -30,6 +30,9 @@ RUNNER = Path(__file__).resolve().parent / "crash_runner.py"
 WORDS_ONLY = ("--embedding", "tei", "--embedding-url", "http://127.0.0.1:9")
 """Index options for a base searched by words only (nothing listens on port 9): fast."""
 
+WORDS_ONLY_DONE = (0, 3)
+"""A finished index run of a words-only base: 3 when chunks were left without vectors."""
+
 
 def corpus(folder: Path, n: int) -> Path:
     """n documents of ~12 KB each, every one findable by its own word (wordN)."""
@@ -108,11 +111,11 @@ def test_a_base_at_its_size_limit_says_disk_full_and_the_next_run_completes(tmp_
     assert found.returncode == 0 and "d003.md" in found.stdout, found.stderr
 
     done = metis("index", base_file, "--json")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode in WORDS_ONLY_DONE, done.stderr
     check_consistent(base_file, expected)
     reference = tmp_path / "reference.db"
     words_only_base(reference, src).close()
-    assert metis("index", reference).returncode == 0
+    assert metis("index", reference).returncode in WORDS_ONLY_DONE
     assert content(base_file)["texts"] == content(reference)["texts"]
 
 
@@ -133,7 +136,7 @@ def test_a_full_file_system_says_disk_full_and_the_base_stays_consistent(tmpfs, 
 
     remount(tmpfs, "size=64m")
     done = metis("index", base_file)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode in WORDS_ONLY_DONE, done.stderr
     check_consistent(base_file, expected)
     assert documents(base_file) == 300
 
@@ -144,7 +147,7 @@ def test_a_full_file_system_says_disk_full_and_the_base_stays_consistent(tmpfs, 
 def test_a_base_on_a_read_only_file_system_is_searched_and_not_written(tmpfs, tmp_path):
     src = corpus(tmp_path / "src", 10)
     base_file = tmpfs / "b.db"
-    assert metis("index", base_file, src, *WORDS_ONLY).returncode == 0
+    assert metis("index", base_file, src, *WORDS_ONLY).returncode in WORDS_ONLY_DONE
     before = base_file.read_bytes()
     remount(tmpfs, "ro")
     try:
@@ -153,7 +156,8 @@ def test_a_base_on_a_read_only_file_system_is_searched_and_not_written(tmpfs, tm
         status = metis("status", base_file)
         assert status.returncode == 0 and "documents 10" in status.stdout, status.stderr
         assert_refused(metis("index", base_file), "BASE_READ_ONLY")
-        assert_refused(metis("index", base_file, tmp_path), "BASE_READ_ONLY")
+        another = corpus(tmp_path / "another", 2)  # a new source: refused, nothing written
+        assert_refused(metis("index", base_file, another), "BASE_READ_ONLY")
         assert base_file.read_bytes() == before
     finally:
         remount(tmpfs, "rw")
@@ -163,7 +167,7 @@ def test_a_base_on_a_read_only_file_system_is_searched_and_not_written(tmpfs, tm
 def test_a_base_opened_read_only_says_so_and_still_answers(tmp_path):
     src = corpus(tmp_path / "src", 10)
     base_file = tmp_path / "b.db"
-    assert metis("index", base_file, src, *WORDS_ONLY).returncode == 0
+    assert metis("index", base_file, src, *WORDS_ONLY).returncode in WORDS_ONLY_DONE
     (src / "d999.md").write_text("# New\n\nA new document.\n")
     refused = metis("index", base_file, *WORDS_ONLY, runner=("--readonly",))
     assert_refused(refused, "BASE_READ_ONLY")
@@ -177,7 +181,7 @@ def test_a_base_opened_read_only_says_so_and_still_answers(tmp_path):
 def test_a_read_only_base_file_is_searched_and_not_written(tmp_path):
     src = corpus(tmp_path / "src", 5)
     base_file = tmp_path / "b.db"
-    assert metis("index", base_file, src, *WORDS_ONLY).returncode == 0
+    assert metis("index", base_file, src, *WORDS_ONLY).returncode in WORDS_ONLY_DONE
     base_file.chmod(0o444)
     assert_refused(metis("index", base_file), "BASE_READ_ONLY")
     found = metis("search", base_file, "word2", "--mode", "keyword")
@@ -190,7 +194,7 @@ def test_a_read_only_base_file_is_searched_and_not_written(tmp_path):
 def small_base(tmp_path: Path) -> Path:
     src = corpus(tmp_path / "src", 3)
     base_file = tmp_path / "b.db"
-    assert metis("index", base_file, src, *WORDS_ONLY).returncode == 0
+    assert metis("index", base_file, src, *WORDS_ONLY).returncode in WORDS_ONLY_DONE
     return base_file
 
 

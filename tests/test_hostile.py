@@ -321,7 +321,9 @@ def test_a_corpus_of_adversarial_files_is_indexed_within_bounded_time_and_memory
         [sys.executable, "-m", "metis_lite", "index", str(base_file), "--json"], INDEX_TIMEOUT_S
     )
     elapsed = time.monotonic() - started
-    assert code == 0, f"exit {code} after {elapsed:.0f} s (killed at {INDEX_TIMEOUT_S} s?): {err}"
+    assert code in (0, 3), (
+        f"exit {code} after {elapsed:.0f} s (killed at {INDEX_TIMEOUT_S} s?): {err}"
+    )
     assert "Traceback" not in err
     assert peak < PEAK_RSS_BYTES, f"peak RSS {peak / 2**20:.0f} MiB"
     report = json.loads(out)

@@ -198,7 +198,8 @@ def test_kill_9_at_any_moment_leaves_a_consistent_base_the_next_run_completes(tm
     finished = subprocess.run(
         command + ["--json"], cwd=ROOT, capture_output=True, text=True, timeout=120
     )
-    assert finished.returncode == 0, finished.stderr
+    # Words only: the run keeps every document; chunks left without vectors may exit 3.
+    assert finished.returncode in (0, 3), finished.stderr
     assert json.loads(finished.stdout)["chunks"] > 0
     _check_consistent(base_file)
     with Base(base_file) as base:

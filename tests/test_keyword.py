@@ -20,7 +20,7 @@ WORDS = "proxy configuração rede vacation days paid leave xid 79 po 2231 error
 @pytest.fixture
 def store(tmp_path):
     with Store(tmp_path / "k.db", create=True) as s:
-        s.add_source("docs", str(tmp_path))
+        s.add_source("docs", str(tmp_path / "d"))
         s.add_source("notes", str(tmp_path / "n"))
         yield s
 

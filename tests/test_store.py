@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from conftest import words_only_base
 
-from metis_lite import keyword, tokenizer
+from metis_lite import connection, keyword, tokenizer
 from metis_lite.base import Base
 from metis_lite.errors import BaseBusy, NotABase, SchemaTooNew, StoreError
 from metis_lite.records import Chunk
@@ -223,3 +223,35 @@ def test_a_rebuild_that_fails_midway_leaves_the_old_words_index_whole(tmp_path):
         store.db.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('integrity-check')")
         version = store.db.execute("SELECT value FROM meta WHERE key = 'schema_version'")
         assert version.fetchone()[0] == "1"
+
+
+def test_a_write_takes_the_lock_first_and_is_whole_or_absent(tmp_path, monkeypatch):
+    """writing(): BEGIN IMMEDIATE (the lock before any read), nested writes are savepoints of
+    it, and an error anywhere inside leaves nothing of the whole."""
+    monkeypatch.setattr(connection, "BUSY_TIMEOUT_MS", 50)
+    store = make(tmp_path)
+    other = Store(tmp_path / "b.db")
+    with store.writing():
+        assert store.db.in_transaction
+        with pytest.raises(BaseBusy):  # the lock is held from the first statement on
+            other.set_spec({"x": 1})
+    with pytest.raises(RuntimeError), store.writing():
+        store.add_source("half", str(tmp_path.parent / "elsewhere"))
+        store.replace_document(
+            source_id=1,
+            path="a.md",
+            kind="md",
+            title="T",
+            content_hash="h",
+            size=3,
+            mtime=1.0,
+            chunks=chunks(2),
+        )
+        raise RuntimeError("half way")
+    assert store.counts()["documents"] == 0
+    assert [name for _, name, _ in store.sources()] == ["docs"]
+    assert not store.db.in_transaction
+    other.set_spec({"x": 2})  # the lock was released
+    assert store.spec()["x"] == 2
+    other.close()
+    store.close()

@@ -2,7 +2,8 @@
 
 `eval save` stores a set's questions and expected documents (never results) in `eval_sets`;
 each `eval run` stores its metrics in `eval_runs` with its time and the base's spec at the
-time (embedding model, chunk size, reranker), and is compared with the run before it.
+time (embedding model, chunk size, reranker), and is compared with the run before it. Both
+write through the Store, whose write transactions take the lock before they read.
 
 Privacy: a base never records what its users ask (spec, "Where a search runs"); these tables
 hold only what a user saved on purpose — their own test questions — and nothing is written
@@ -19,7 +20,7 @@ from metis_lite.base import Base
 from metis_lite.errors import InvalidRequest
 from metis_lite.evaluation.sets import EvalSet, parse_items
 from metis_lite.models import registry
-from metis_lite.store import now_iso, schema_sql
+from metis_lite.store import now_iso
 
 NAME_CHARS_MAX = 100
 
@@ -40,14 +41,6 @@ def _has_tables(base: Base) -> bool:
     )
 
 
-def _ensure_tables(base: Base) -> None:
-    """Make the evaluation tables if the base lacks them: the store adds missing tables when it
-    opens a base, but not while another connection is writing (schema.sql is idempotent)."""
-    if not _has_tables(base):
-        with base.store.db:
-            base.store.db.execute(schema_sql())
-
-
 def check_name(name: str) -> str:
     name = name.strip()
     if not name or len(name) > NAME_CHARS_MAX or not name.isprintable():
@@ -60,15 +53,8 @@ def check_name(name: str) -> str:
 def save_set(base: Base, name: str, evalset: EvalSet) -> None:
     """Store (or replace) a named set's questions; its earlier runs are kept for comparison."""
     name = check_name(name)
-    _ensure_tables(base)
     items = "\n".join(json.dumps(q.to_json(), ensure_ascii=False) for q in evalset.questions)
-    with base.store.db:
-        base.store.db.execute(
-            "INSERT INTO eval_sets (name, items, origin, saved_at) VALUES (?, ?, ?, ?)"
-            " ON CONFLICT (name) DO UPDATE SET items = excluded.items, origin = excluded.origin,"
-            " saved_at = excluded.saved_at",
-            (name, items, evalset.origin, now_iso()),
-        )
+    base.store.save_eval_set(name, items, evalset.origin)
 
 
 def load_set(base: Base, name: str) -> EvalSet:
@@ -101,9 +87,9 @@ def spec_snapshot(base: Base) -> dict[str, Any]:
     """What of the base's spec decides its results: model, chunk size, reranker."""
     spec = base.spec
     return {
-        "embedding": base.model_label,
-        "chunk_size": spec["chunk_size"],
-        "reranker": registry.model_label(spec["reranker"]) if spec["reranker"] else None,
+        "embedding": spec.model_label,
+        "chunk_size": spec.chunk_size,
+        "reranker": registry.model_label(spec.reranker) if spec.reranker else None,
     }
 
 
@@ -121,14 +107,10 @@ def last_run(base: Base, name: str) -> SavedRun | None:
 def record_run(
     base: Base, name: str, metrics: dict[str, dict[str, float | int]], spec: dict[str, Any]
 ) -> SavedRun:
-    _ensure_tables(base)
     run = SavedRun(now_iso(), spec, metrics)
-    with base.store.db:
-        base.store.db.execute(
-            "INSERT INTO eval_runs (set_id, ran_at, spec, metrics)"
-            " SELECT id, ?, ?, ? FROM eval_sets WHERE name = ?",
-            (run.ran_at, json.dumps(spec), json.dumps(metrics), check_name(name)),
-        )
+    base.store.record_eval_run(
+        check_name(name), ran_at=run.ran_at, spec=json.dumps(spec), metrics=json.dumps(metrics)
+    )
     return run
 
 

@@ -1,4 +1,4 @@
-"""Build a base's embedding model and reranker from the spec dicts that name them.
+"""Build a base's embedding model and reranker from the model specs its BaseSpec holds (spec.py).
 
 An embedding spec (a base's `spec.embedding`), one of:
 

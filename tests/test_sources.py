@@ -1,0 +1,181 @@
+"""Sources: no file indexed twice, each listed with what it holds, one removed with its
+documents; a command that fails before it writes leaves no new base; a memory needs no folder.
+Issue 14, items 2 and 3."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, words_only_base
+
+from metis_lite.base import Base
+from metis_lite.errors import BaseBusy, InvalidRequest, SourceNotFound, SourceOverlap
+from metis_lite.store import IndexerLock
+
+
+def write(folder: Path, name: str, text: str) -> Path:
+    path = folder / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def cli(*args: str, timeout: int = 60) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "metis_lite", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=timeout,
+    )
+
+
+@pytest.fixture
+def docs(tmp_path) -> Path:
+    folder = tmp_path / "docs"
+    write(folder, "intro.md", "# Intro\n\nThe wombat lives here.\n")
+    write(folder, "work/plan.md", "# Plan\n\nThe numbat plan.\n")
+    write(folder, "work/notes.txt", "Numbat notes.\n")
+    return folder
+
+
+def test_a_folder_inside_a_source_or_holding_one_is_refused_naming_both(docs, tmp_path):
+    with words_only_base(tmp_path / "b.db", docs) as base:
+        with pytest.raises(SourceOverlap) as inside:
+            base.add_source(docs / "work")
+        assert inside.value.code == "SOURCE_OVERLAP"
+        assert str((docs / "work").resolve()) in inside.value.message
+        assert "source docs" in inside.value.message
+        assert [s.name for s in base.sources()] == ["docs"]
+    with words_only_base(tmp_path / "c.db", docs / "work") as base:
+        with pytest.raises(SourceOverlap, match="holds the base's source work"):
+            base.add_source(docs)
+        assert base.add_source(docs / "work") == "work"  # the same folder again: kept
+
+
+def test_the_cli_refuses_an_overlapping_folder_and_indexes_each_file_once(docs, tmp_path):
+    base_file = str(tmp_path / "b.db")
+    words_only_base(tmp_path / "b.db").close()
+    assert cli("index", base_file, str(docs)).returncode in (0, 3)
+    refused = cli("index", base_file, str(docs / "work"))
+    assert refused.returncode == 2
+    assert "SOURCE_OVERLAP" in refused.stderr and "Traceback" not in refused.stderr
+    with Base(base_file) as base:
+        hits = base.search("numbat", mode="keyword").results
+        assert sorted(r.citation.document for r in hits) == ["work/notes.txt", "work/plan.md"]
+
+
+def test_a_base_that_already_holds_overlapping_sources_indexes_each_file_once(docs, tmp_path):
+    """Made before overlaps were refused: the inner source's own documents go (the outer
+    source holds the same files), and the run says why."""
+    with words_only_base(tmp_path / "b.db", docs) as base:
+        inner = base.store.db.execute(  # as an older metis-lite let it be added
+            "INSERT INTO sources (name, path, added_at) VALUES ('work', ?, 'then') RETURNING id",
+            (str((docs / "work").resolve()),),
+        ).fetchone()[0]
+        base.store.db.execute(
+            "INSERT INTO documents (source_id, path, kind, title, content_hash, size, indexed_at)"
+            " VALUES (?, 'plan.md', 'md', 'Plan', 'x', 1, 'then')",
+            (inner,),
+        )
+        report = base.index()
+        why = {s.path: s.reason for s in report.skipped}
+        assert "lies inside the source docs" in why["work/"]
+        hits = base.search("numbat", mode="keyword").results
+        assert sorted(f"{r.citation.source}/{r.citation.document}" for r in hits) == [
+            "docs/work/notes.txt",
+            "docs/work/plan.md",
+        ]
+        assert {s.name: s.documents for s in base.sources()} == {"docs": 3, "work": 0}
+
+
+def test_sources_are_listed_with_what_they_hold_and_one_is_removed_with_it(docs, tmp_path):
+    other = tmp_path / "other"
+    write(other, "a.md", "# A\n\nThe quoll.\n")
+    with words_only_base(tmp_path / "b.db", docs, other) as base:
+        base.index()
+        base.remember("The team meets on Tuesdays")
+        listed = {s.name: s for s in base.sources()}
+        assert list(listed) == ["docs", "other", "metis-b"]
+        assert (listed["docs"].path, listed["docs"].documents, listed["docs"].chunks) == (
+            str(docs.resolve()),
+            3,
+            3,
+        )
+        assert listed["metis-b"].path is None and listed["metis-b"].documents == 1
+        assert base.remove_source("docs") == 3
+        assert [s.name for s in base.sources()] == ["other", "metis-b"]
+        assert not base.search("numbat", mode="keyword").results
+        assert base.search("quoll", mode="keyword").results
+        assert base.store.counts()["chunks"] == 2  # other/a.md and the fact
+        assert base.index().added == 0  # the folder is not a source any more
+        assert (docs / "intro.md").exists()  # its files are never touched
+        with pytest.raises(SourceNotFound) as unknown:
+            base.remove_source("docs")
+        assert unknown.value.code == "SOURCE_NOT_FOUND" and "other" in unknown.value.message
+        with pytest.raises(InvalidRequest, match="facts"):
+            base.remove_source("metis-b")
+        with IndexerLock(tmp_path / "b.db"), pytest.raises(BaseBusy):
+            base.remove_source("other")
+        assert [s.name for s in base.sources()] == ["other", "metis-b"]
+
+
+def test_the_sources_command_lists_and_removes(docs, tmp_path):
+    base_file = str(tmp_path / "b.db")
+    words_only_base(tmp_path / "b.db", docs).close()
+    cli("index", base_file)
+    listed = cli("sources", base_file)
+    assert listed.returncode == 0
+    assert f"docs: {docs.resolve()} · 3 documents · 3 chunks" in listed.stdout
+    [source] = json.loads(cli("sources", base_file, "--json").stdout)["sources"]
+    assert {k: source[k] for k in ("name", "path", "documents", "chunks")} == {
+        "name": "docs",
+        "path": str(docs.resolve()),
+        "documents": 3,
+        "chunks": 3,
+    }
+    unknown = cli("sources", base_file, "--remove", "nope")
+    assert unknown.returncode == 2 and "SOURCE_NOT_FOUND" in unknown.stderr
+    removed = cli("sources", base_file, "--remove", "docs", "--json")
+    assert removed.returncode == 0
+    assert json.loads(removed.stdout) == {"source": "docs", "documents": 3}
+    assert json.loads(cli("sources", base_file, "--json").stdout) == {"sources": []}
+
+
+def test_a_failed_command_leaves_no_new_base_behind(docs, tmp_path):
+    for args in (
+        ["missing-folder"],
+        [str(docs), "--chunk-size", "5"],
+        [str(docs), "--embedding", "tei"],  # an HTTP provider without its url
+    ):
+        new = tmp_path / "new.db"
+        run = cli("index", str(new), *args)
+        assert run.returncode == 2, run.stderr
+        assert "Traceback" not in run.stderr
+        assert not list(tmp_path.glob("new.db*")), args
+    with pytest.raises(InvalidRequest), Base(tmp_path / "lib.db", create=True) as base:
+        base.configure(chunk_size=5)
+    assert not (tmp_path / "lib.db").exists()
+    with words_only_base(tmp_path / "kept.db", docs) as base:  # written to: kept
+        pass
+    with pytest.raises(InvalidRequest), Base(tmp_path / "kept.db", create=True) as base:
+        base.configure(chunk_size=5)
+    assert (tmp_path / "kept.db").exists()
+
+
+def test_a_memory_needs_no_folder_and_says_so(tmp_path):
+    team = str(tmp_path / "team.db")
+    made = cli("index", team, "--kind", "memory")
+    assert made.returncode == 0, made.stderr
+    assert "no source yet" not in made.stderr
+    assert "memory base" in made.stderr and "needs no folder" in made.stderr
+    assert cli("remember", team, "Ana works on billing", "--key", "ana/work").returncode in (0, 3)
+    again = cli("index", team, "--kind", "memory")
+    assert "no source yet" not in again.stderr
+    missing = cli("remember", str(tmp_path / "none.db"), "A fact")
+    assert missing.returncode == 2
+    assert "--kind memory" in missing.stderr and not (tmp_path / "none.db").exists()
