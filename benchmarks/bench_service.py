@@ -1,12 +1,18 @@
-"""How many searches the index service answers: searches/s and p50/p95 latency, 16 clients.
+"""How many searches the index service answers, beside the same searches through the Python API.
 
     python benchmarks/bench_service.py [--chunks 100000] [--clients 16] [--seconds 20]
                                        [--mode keyword] [--work DIR]
 
 Builds a base of N generated chunks (benchmarks/gencorpus.py: Zipf-distributed words, ~800
-characters a chunk), starts `python -m metis_lite.api` on it in its own process (port 0, no
-request log, no polling), and has `--clients` threads each send one search after another for
-`--seconds`, over a new connection each (the service answers one request per connection).
+characters a chunk), then, in the same run, measures searches/s and p50/p95 latency twice:
+
+- `api`: `--clients` threads of this process share one open `Base` and call `base.search`
+  one question after another for `--seconds` (what a Python caller gets);
+- `service`: `metis-lite serve` on the base in its own process (port 0, no request log, no
+  polling, `--workers` = clients), and `--clients` threads each send one search after another,
+  over a new connection each (the service answers one request per connection).
+
+The ratio service / api is what the HTTP edge costs (issue 13 asks for at least 0.8).
 Questions are 3–10 words from the corpus's own law.
 
 The base is keyword-only: its embedding model is a dead URL, since embedding 100,000 chunks
@@ -84,7 +90,8 @@ def _start(base_path: Path, clients: int) -> tuple[subprocess.Popen[bytes], int]
         [
             sys.executable,
             "-m",
-            "metis_lite.api",
+            "metis_lite",
+            "serve",
             str(base_path),
             "--port",
             "0",
@@ -193,6 +200,55 @@ def throughput(
     }
 
 
+def api_throughput(
+    base_path: str | Path,
+    *,
+    clients: int = CLIENTS,
+    seconds: float = SECONDS,
+    mode: str = "keyword",
+    asks: Sequence[str] | None = None,
+) -> dict:
+    """The same searches through the Python API: `clients` threads sharing one open Base."""
+    asks = list(asks or questions(Vocabulary(seed=7), QUESTIONS))
+    latencies: list[float] = []
+    lock = threading.Lock()
+    ready = threading.Barrier(clients + 1)
+    stop_at = [0.0]
+    with Base(base_path) as base:
+
+        def client(n: int) -> None:
+            base.search(asks[n % len(asks)], mode=mode)  # warm
+            ready.wait()
+            i, mine = n, []
+            while time.perf_counter() < stop_at[0]:
+                question = asks[i % len(asks)]
+                i += clients
+                started = time.perf_counter()
+                base.search(question, mode=mode)
+                mine.append((time.perf_counter() - started) * 1000.0)
+            with lock:
+                latencies.extend(mine)
+
+        threads = [threading.Thread(target=client, args=(n,), daemon=True) for n in range(clients)]
+        for thread in threads:
+            thread.start()
+        ready.wait()
+        started = time.perf_counter()
+        stop_at[0] = started + seconds
+        for thread in threads:
+            thread.join()
+        wall = time.perf_counter() - started
+    quantiles = statistics.quantiles(latencies, n=100) if len(latencies) > 1 else [0.0] * 99
+    return {
+        "mode": mode,
+        "clients": clients,
+        "searches": len(latencies),
+        "searches_per_s": round(len(latencies) / wall, 1),
+        "p50_ms": round(quantiles[49], 1),
+        "p95_ms": round(quantiles[94], 1),
+    }
+
+
 def table(chunks: int, built_s: float, figures: dict, seconds: float) -> str:
     rows = [
         ("base", f"{chunks:,} generated chunks, keyword-only (embedding model: a dead URL)"),
@@ -207,6 +263,13 @@ def table(chunks: int, built_s: float, figures: dict, seconds: float) -> str:
         ("latency p95 (client)", f"{figures['p95_ms']:.1f} ms"),
         ("search p50 (took.total)", f"{figures['server_p50_ms']} ms"),
     ]
+    api = figures.get("api")
+    if api:
+        rows += [
+            ("python api searches/s", f"{api['searches_per_s']:.1f} (same questions, threads)"),
+            ("python api p50 / p95", f"{api['p50_ms']:.1f} / {api['p95_ms']:.1f} ms"),
+            ("service / python api", f"{figures['ratio']:.2f}"),
+        ]
     width = max(len(label) for label, _ in rows) + 2
     return "\n".join(label.ljust(width) + value for label, value in rows)
 
@@ -223,7 +286,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         work = Path(args.work or temp)
         work.mkdir(parents=True, exist_ok=True)
         base_path, built_s = build_base(args.chunks, work)
+        api = api_throughput(base_path, clients=args.clients, seconds=args.seconds, mode=args.mode)
         figures = throughput(base_path, clients=args.clients, seconds=args.seconds, mode=args.mode)
+        figures["api"] = api
+        figures["ratio"] = round(figures["searches_per_s"] / max(api["searches_per_s"], 1e-9), 2)
     print(f"metis-lite service benchmark ({os.cpu_count()} cores)")
     print(table(args.chunks, built_s, figures, args.seconds))
     return 0 if figures["failed"] == 0 else 1

@@ -26,8 +26,11 @@ _EXPORTS = {
     "Filters": "metis_lite.records",
     "IndexReport": "metis_lite.ingest",
     "MetisError": "metis_lite.errors",
+    "MultiAnswer": "metis_lite.multi",
     "Result": "metis_lite.records",
     "Scores": "metis_lite.records",
+    "SourceInfo": "metis_lite.records",
+    "search_bases": "metis_lite.multi",
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"])

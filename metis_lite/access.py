@@ -66,7 +66,7 @@ class Tokens:
         scheme, _, given = (authorization or "").strip().partition(" ")
         if scheme.lower() != "bearer" or not given.strip():
             raise AccessError("this service needs a token: send Authorization: Bearer <token>")
-        candidate = given.strip().encode("utf-8", "surrogateescape")
+        candidate = given.strip().encode("latin-1", "replace")  # the header's bytes as sent
         found: Grant | None = None
         for grant in self.grants:  # every token is compared, whichever matches
             if hmac.compare_digest(candidate, grant.token) and found is None:
@@ -105,6 +105,9 @@ def parse_tokens(text: str, *, origin: str) -> Tokens:
             )
         if token != token.strip() or any(c.isspace() for c in token):
             raise InvalidRequest(f"{origin}: token {n} must not hold spaces")
+        if not (token.isascii() and token.isprintable()):
+            # An HTTP header carries ASCII: a token of other characters could never match.
+            raise InvalidRequest(f"{origin}: token {n} must be printable ASCII characters only")
         if token in seen:
             raise InvalidRequest(f"{origin}: token {n} is given twice")
         seen.add(token)

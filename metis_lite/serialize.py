@@ -1,4 +1,5 @@
-"""Answers, reports and statuses as JSON-ready dicts, once, for both edges (CLI --json and HTTP).
+"""Answers, reports, statuses and facts as JSON-ready dicts, once, for both edges (CLI --json
+and HTTP): no other module builds a dict for the wire.
 
 A score that does not apply is absent, as the spec says (not among the closest: no `dense`).
 """
@@ -6,11 +7,15 @@ A score that does not apply is absent, as the spec says (not among the closest: 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from metis_lite.base import BaseStatus
 from metis_lite.ingest import IndexReport
-from metis_lite.records import Answer, Result
+from metis_lite.records import Answer, Result, SourceInfo, Took
+
+if TYPE_CHECKING:
+    from metis_lite.memory import Fact
+    from metis_lite.multi import MultiAnswer
 
 SCORE_DIGITS = 6
 
@@ -59,8 +64,38 @@ def answer_to_json(answer: Answer, *, include_base: bool = False) -> dict[str, A
         "mode": answer.mode,
         "reranked": answer.reranked,
         "warnings": [{"code": w.code, "message": w.message} for w in answer.warnings],
-        "took": {k: round(v, 3) for k, v in dataclasses.asdict(answer.took).items()},
+        "took": took_to_json(answer.took),
         "results": results,
+    }
+
+
+def took_to_json(took: Took) -> dict[str, float]:
+    return {k: round(v, 3) for k, v in dataclasses.asdict(took).items()}
+
+
+def multi_answer_to_json(answer: MultiAnswer) -> dict[str, Any]:
+    """Several bases' merged answer: as one base's, each result and warning with its `base`."""
+    return {
+        "mode": answer.mode,
+        "reranked": answer.reranked,
+        "warnings": [
+            {"code": w.code, "message": w.message, "base": w.base} for w in answer.warnings
+        ],
+        "took": took_to_json(answer.took),
+        "results": [result_to_json(result) for result in answer.results],
+    }
+
+
+def fact_to_json(fact: Fact) -> dict[str, Any]:
+    return {
+        "id": fact.id,
+        "text": fact.text,
+        "stated_at": fact.stated_at,
+        "subject": fact.subject,
+        "key": fact.key,
+        "holds": fact.holds,
+        "replaced_by": fact.replaced_by,
+        "replaced_at": fact.replaced_at,
     }
 
 
@@ -76,3 +111,7 @@ def status_to_json(status: BaseStatus) -> dict[str, Any]:
     out["sources"] = [{"name": s.name, "path": s.path} for s in status.sources]
     out["warnings"] = [{"code": w.code, "message": w.message} for w in status.warnings]
     return out
+
+
+def source_to_json(source: SourceInfo) -> dict[str, Any]:
+    return dataclasses.asdict(source)

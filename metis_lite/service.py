@@ -1,43 +1,33 @@
 """The bases an index service serves: opened once, kept indexed, searched one or several at once.
 
-No HTTP here (that is api.py): this module opens the bases named on the command line, keeps
-each one's sources indexed by a background thread (on request and every `poll_s` seconds;
-`Base.index` is incremental, so an idle pass is cheap), and answers a question from one base
-or from several, merged:
-
-- several bases are searched in parallel on a small thread pool;
-- results are merged by the reranker's score when every base reranked, else by the fused score
-  (reciprocal-rank scores depend on ranks only, so they compare across bases); ties keep the
-  order of the bases as asked, then each base's own order;
-- `took` holds, per step, the slowest base (they ran side by side) and the wall time in all;
-- each warning and each result names its base.
+Below the HTTP edge (metis_lite/http/ calls it; it imports nothing of HTTP and answers
+dataclasses): this module opens the bases named on the command line, keeps each one's sources
+indexed by a background thread (on request and every `poll_s` seconds; `Base.index` is
+incremental, so an idle pass is cheap), and answers a question from one base (`search`, an
+`Answer`) or from several (`search_many`, a `MultiAnswer`: multi.py's merge, on this
+service's thread pool).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import sys
 import threading
-import time
+import traceback
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
 
 import apsw
 
-from metis_lite.base import Base
+from metis_lite.base import Base, BaseStatus
 from metis_lite.errors import BaseBusy, BaseNotFound, InvalidRequest, MetisError
 from metis_lite.ingest import IndexReport
-from metis_lite.records import Answer, Filters, Took
-from metis_lite.serialize import SCORE_DIGITS, answer_to_json, result_to_json, status_to_json
+from metis_lite.multi import SEARCH_THREADS, MultiAnswer, search_base, search_bases
+from metis_lite.records import Answer, Filters
 from metis_lite.settings import TOP_K
 from metis_lite.store import IndexerLock
-from metis_lite.webserver import log_exception
-
-SEARCH_THREADS = 4
-"""Bases searched side by side for one question asked of several."""
 
 BUSY_RETRIES = 5
 """An indexing pass that meets another writer's commit (SQLITE_BUSY) goes on this many times;
@@ -56,9 +46,9 @@ def log_stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class SearchRequest:
-    """A question as the API takes it, already checked (api.py parses the JSON)."""
+    """A question as the service takes it, already checked at the edge that received it."""
 
     question: str
     mode: str = "hybrid"
@@ -138,7 +128,8 @@ class Indexer:
             self.log(f"indexing {name} failed: {exc.code}: {exc.message}")
             return
         except Exception as exc:  # a pass must never end the thread that keeps the base fresh
-            log_exception(f"indexing {name}", exc, with_message=True)
+            lines = traceback.format_exception(exc)
+            self.log(f"indexing {name} failed: " + "".join(lines).rstrip())
             return
         if report.added or report.updated or report.removed or report.embedded:
             self.log(
@@ -239,11 +230,12 @@ class Service:
 
     # -- status and indexing --------------------------------------------------------------
 
-    def status(self, name: str) -> dict[str, Any]:
-        out = status_to_json(self.base(name).status())
+    def status(self, name: str) -> BaseStatus:
+        """The base's status; `Indexing` while a pass runs here or in another process."""
+        status = self.base(name).status()
         if self.indexers[name].busy:
-            out["state"] = "Indexing"
-        return out
+            status = dataclasses.replace(status, state="Indexing")
+        return status
 
     def index_now(self, name: str) -> None:
         self.base(name)
@@ -251,8 +243,10 @@ class Service:
 
     # -- search ---------------------------------------------------------------------------
 
-    def _ask(self, name: str, request: SearchRequest) -> Answer:
-        return self.base(name).search(
+    def search(self, name: str, request: SearchRequest) -> Answer:
+        """One base's answer, exactly as the CLI's --json prints it once serialized."""
+        return search_base(
+            self.base(name),
             request.question,
             mode=request.mode,
             top_k=request.top_k,
@@ -260,72 +254,15 @@ class Service:
             filters=request.filters,
         )
 
-    def search(self, name: str, request: SearchRequest) -> dict[str, Any]:
-        """One base's answer, exactly as the CLI's --json prints it."""
-        return answer_to_json(self._ask(name, request))
-
-    def search_many(self, request: SearchRequest) -> dict[str, Any]:
-        """One question asked of several bases at once, merged (see the module)."""
-        names = request.bases
-        for name in names:
-            self.base(name)
-        started = time.perf_counter()
-        futures = [self._pool.submit(self._ask, name, request) for name in names]
-        answers = []
-        for name, future in zip(names, futures, strict=True):
-            try:
-                answers.append(future.result())
-            except MetisError as exc:
-                for other in futures:
-                    other.cancel()
-                raise _named(exc, name) from exc
-        wall_ms = (time.perf_counter() - started) * 1000.0
-        return merge(names, answers, mode=request.mode, top_k=request.top_k, wall_ms=wall_ms)
-
-
-def _named(exc: MetisError, name: str) -> MetisError:
-    """The same error, its message prefixed with the base it came from."""
-    try:
-        named = type(exc)(f"{name}: {exc.message}")
-    except TypeError:
-        return exc
-    named.code, named.status = exc.code, exc.status
-    return named
-
-
-def merge(
-    names: Sequence[str], answers: Sequence[Answer], *, mode: str, top_k: int, wall_ms: float
-) -> dict[str, Any]:
-    """Several bases' answers as one (see the module for the order)."""
-    reranked = bool(answers) and all(answer.reranked for answer in answers)
-    ranked = []
-    for position, (name, answer) in enumerate(zip(names, answers, strict=True)):
-        for rank, result in enumerate(answer.results):
-            score = result.scores.rerank if reranked else result.scores.fused
-            score = float(score if score is not None else result.score)
-            ranked.append((-score, position, rank, name, result))
-    ranked.sort(key=lambda entry: entry[:3])
-    results = []
-    for negative, _, _, name, result in ranked[:top_k]:
-        item = result_to_json(result)
-        item["score"] = round(-negative, SCORE_DIGITS)
-        item["base"] = name
-        results.append(item)
-    warnings = [
-        {"code": w.code, "message": f"{name}: {w.message}", "base": name}
-        for name, answer in zip(names, answers, strict=True)
-        for w in answer.warnings
-    ]
-    took = {
-        step.name: round(max((getattr(a.took, step.name) for a in answers), default=0.0), 3)
-        for step in fields(Took)
-        if step.name != "total"
-    }
-    took["total"] = round(wall_ms, 3)
-    return {
-        "mode": mode,
-        "reranked": reranked,
-        "warnings": warnings,
-        "took": took,
-        "results": results,
-    }
+    def search_many(self, request: SearchRequest) -> MultiAnswer:
+        """One question asked of several bases at once, merged (multi.py)."""
+        bases = {name: self.base(name) for name in request.bases}
+        return search_bases(
+            bases,
+            request.question,
+            mode=request.mode,
+            top_k=request.top_k,
+            rerank=request.rerank,
+            filters=request.filters,
+            executor=self._pool,
+        )

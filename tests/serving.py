@@ -1,5 +1,5 @@
-"""The index service as a real process on 127.0.0.1 (`python -m metis_lite.api BASE… --port 0`,
-which prints `serving http://127.0.0.1:PORT` first), for the API, memory, load and fuzz tests."""
+"""The index service as a real process on 127.0.0.1 (`metis-lite serve BASE… --port 0`, which
+prints `serving http://127.0.0.1:PORT` first), for the API, fault, load and fuzz tests."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def serve(folder: Path, *args: str, env: dict[str, str] | None = None) -> Servic
     out, err = folder / "service.out", folder / "service.err"
     with out.open("wb") as stdout, err.open("wb") as stderr:
         process = subprocess.Popen(
-            [sys.executable, "-m", "metis_lite.api", *args, "--port", "0"],
+            [sys.executable, "-m", "metis_lite", "serve", *args, "--port", "0"],
             stdout=stdout,
             stderr=stderr,
             cwd=ROOT,

@@ -27,9 +27,10 @@ from hypothesis import strategies as st
 from serving import Service, serve, stop
 
 from metis_lite.access import TOKENS_ENV
-from metis_lite.api import make_server, parse_search
 from metis_lite.base import Base
 from metis_lite.errors import InvalidRequest
+from metis_lite.http.messages import SearchBasesBody, SearchBody, decode
+from metis_lite.http.run import make_server
 from metis_lite.serialize import answer_to_json
 
 TOKEN_ALL = "all-bases-token-0123456789abcdef"
@@ -538,7 +539,7 @@ def test_an_unexpected_error_is_500_with_no_detail_and_no_question_logged(in_pro
     def broken(name, request):
         raise RuntimeError(f"failed on {request.question}")
 
-    server.service.search = broken
+    server.app.service.search = broken
     response = http.post(f"{server.url}/v1/bases/small/search", json={"question": SECRET})
     assert response.status_code == 500
     assert response.json() == {"error": {"code": "INTERNAL_ERROR", "message": "internal error"}}
@@ -603,17 +604,37 @@ def test_a_slow_client_does_not_block_others_and_is_cut_off(open_server):
             sock.close()
 
 
-def test_a_full_queue_is_answered_503_at_once(in_process):
+def test_a_full_queue_is_answered_503_at_once_and_half_sent_requests_hold_no_worker(in_process):
     server = in_process(workers=1, queue_size=1, request_timeout_s=1.5)
+    service = server.app.service
+    searched = service.search
+
+    def slow(name, request):
+        time.sleep(1.5)
+        return searched(name, request)
+
+    service.search = slow
+    search = b'{"question": "alpha"}'
+    post = (
+        b"POST /v1/bases/small/search HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(search), search)
+    )
     held = []
     try:
-        for _ in range(2):  # one holds the only worker, one waits in the queue
+        for _ in range(3):  # half-sent heads: no worker is taken, so health still answers
             sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
             sock.sendall(b"GET /v1/health HTTP/1.1\r\n")
             held.append(sock)
+        with ThreadPoolExecutor(2) as pool:  # one holds the only worker, one waits in the queue
+            running = [pool.submit(raw_request, server.port, post)]
             time.sleep(0.3)
-        refused = raw_request(server.port, b"GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-        assert status_of(refused) == 503 and body_of(refused)["error"]["code"] == "SERVICE_BUSY"
+            running.append(pool.submit(raw_request, server.port, post))
+            time.sleep(0.3)
+            started = time.monotonic()
+            refused = raw_request(server.port, post)
+            assert time.monotonic() - started < 1.0
+            assert status_of(refused) == 503 and body_of(refused)["error"]["code"] == "SERVICE_BUSY"
+            assert [status_of(f.result(timeout=30)) for f in running] == [200, 200]
         for sock in held:
             assert status_of(read_all(sock)) == 408
     finally:
@@ -627,7 +648,7 @@ def test_a_full_queue_is_answered_503_at_once(in_process):
 
 def test_a_missing_base_is_an_error_at_start(tmp_path):
     run = subprocess.run(
-        [sys.executable, "-m", "metis_lite.api", str(tmp_path / "nothing.db"), "--port", "0"],
+        [sys.executable, "-m", "metis_lite", "serve", str(tmp_path / "nothing.db"), "--port", "0"],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -775,7 +796,7 @@ def test_any_body_parses_or_is_invalid_request(body):
     raw = json.dumps(body).encode()
     for many in (False, True):
         try:
-            parse_search(raw, many=many)
+            decode(raw, SearchBasesBody if many else SearchBody)
         except InvalidRequest:
             pass
 
@@ -838,3 +859,58 @@ def test_bases_say_when_the_embedding_model_cannot_read_them(small_base, tmp_pat
         server.shutdown()
         thread.join()
         server.close()
+
+
+# -- the contract and the code cannot disagree ----------------------------------------------
+
+_CHECKED = {"type", "enum", "minimum", "maximum", "minLength", "maxLength", "pattern", "minItems"}
+
+
+def _shape(schema: dict, names: dict[str, str]) -> dict:
+    """What a schema allows, without its words (title, description, default)."""
+    if "$ref" in schema:
+        target = schema["$ref"].rsplit("/", 1)[1]
+        return {"$ref": names.get(target, target)}
+    out = {k: (sorted(v) if k == "enum" else v) for k, v in schema.items() if k in _CHECKED}
+    if "enum" in out:  # an enum of strings says its type twice, or once
+        out.pop("type", None)
+    if schema.get("type") == "object":
+        out["required"] = sorted(schema.get("required", []))
+        out["additionalProperties"] = schema.get("additionalProperties", True)
+        out["properties"] = {
+            name: _shape(value, names) for name, value in schema.get("properties", {}).items()
+        }
+    if "items" in schema:
+        out["items"] = _shape(schema["items"], names)
+    return out
+
+
+def test_the_request_types_are_the_schemas_openapi_publishes():
+    import msgspec
+    import yaml
+
+    from metis_lite.http.messages import BODIES, FactsQuery
+
+    contract = yaml.safe_load((ROOT / "openapi.yaml").read_text("utf-8"))
+    published = contract["components"]["schemas"]
+    ours = {kind.__name__: name for name, kind in BODIES.items()}
+    _, derived = msgspec.json.schema_components(list(BODIES.values()))
+    for name, kind in BODIES.items():
+        theirs = dict(published[name])
+        if name == "SearchBasesRequest":  # uniqueItems: SearchBasesBody.__post_init__ checks it
+            theirs["properties"] = {
+                **theirs["properties"],
+                "bases": {
+                    k: v for k, v in theirs["properties"]["bases"].items() if k != "uniqueItems"
+                },
+            }
+        assert _shape(derived[kind.__name__], ours) == _shape(theirs, {}), name
+    query = {
+        p["name"]: p["schema"]
+        for p in contract["paths"]["/v1/bases/{name}/facts"]["get"]["parameters"]
+        if "name" in p
+    }
+    _, facts = msgspec.json.schema_components([FactsQuery])
+    assert _shape(facts["FactsQuery"], {})["properties"] == {
+        name: _shape(schema, {}) for name, schema in query.items()
+    }

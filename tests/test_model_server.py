@@ -1,4 +1,4 @@
-"""The model server (metis_lite.models.server): each protocol's documented request gets an
+"""The model server (metis_lite/http/model_routes.py on http/server.py): each protocol's documented request gets an
 answer of the documented shape, and every bad request a JSON error with a fitting status.
 
 The models here are small stand-ins so that these tests need no weights; test_http_models.py
@@ -20,8 +20,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from metis_lite.models import server as model_server
-from metis_lite.models.server import make_server
+from metis_lite.http import model_routes as model_server
+from metis_lite.http.run import make_model_server as make_server
+from metis_lite.http.run import models_main
 
 PROTOCOLS = Path(__file__).resolve().parent / "fixtures" / "protocols"
 
@@ -379,7 +380,7 @@ def test_main_refuses_a_missing_model_folder(
         if not (exc.name or "").startswith("metis_lite.models."):
             raise
         pytest.skip("the embedded models are not there yet")
-    code = model_server.main(["--reranker-path", str(tmp_path / "no-such-model"), "--port", "0"])
+    code = models_main(["--reranker-path", str(tmp_path / "no-such-model"), "--port", "0"])
     err = capsys.readouterr().err
     assert code == 1
     assert "error:" in err and "Traceback" not in err

@@ -1,0 +1,3 @@
+from metis_lite.http.run import main
+
+raise SystemExit(main())

@@ -1,0 +1,347 @@
+"""The HTTP edge attacked as issue 13 found it, against a real `metis-lite serve` on loopback.
+
+Each fault is bounded in time and count: the service runs with a 2 s request deadline, so the
+whole module takes seconds. What must hold: idle and slow clients take no worker (health and
+search answer within 1 s meanwhile), bad input is a 4xx (never a 5xx), a page of another site
+cannot start indexing, a 20 MB body reads back as 413 with an ordinary client, and the service
+refuses to start with a busy port or a token HTTP cannot carry, in one line.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+from conftest import EXAMPLES, ROOT, words_only_base
+from serving import Service, serve, stop
+
+from metis_lite.base import Base
+from metis_lite.http.run import make_server
+from metis_lite.http.server import Limits, Server
+from metis_lite.http.wire import Response
+from metis_lite.multi import QUESTION_WORDS_MAX
+
+DEADLINE_S = 2.0
+"""The served request deadline (--request-timeout): slow clients are cut off after this."""
+
+ANSWER_S = 1.0
+"""What an ordinary request may take while the service is under attack."""
+
+IDLE = 100
+SLOW = 16
+CLIENTS = 200
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory) -> Iterator[Service]:
+    folder = tmp_path_factory.mktemp("faults")
+    with words_only_base(folder / "words.db", EXAMPLES) as words:
+        words.index()
+    with Base(folder / "team.db", create=True) as team:
+        team.configure(kind="memory", embedding={"provider": "tei", "url": "http://127.0.0.1:9"})
+        team.remember("Ana works on the billing service", key="ana/work")
+    running = serve(
+        folder,
+        str(folder / "words.db"),
+        str(folder / "team.db"),
+        "--poll",
+        "0",
+        "--no-access-log",
+        "--request-timeout",
+        str(DEADLINE_S),
+    )
+    yield running
+    stop(running)
+    assert "Traceback" not in running.stderr.read_text()
+
+
+def ordinary_requests_answer_fast(url: str) -> None:
+    """Health and a keyword search, each answered 200 within ANSWER_S."""
+    with httpx.Client(timeout=ANSWER_S * 4) as client:
+        for _ in range(3):
+            for method, path, body in (
+                ("GET", "/v1/health", None),
+                ("POST", "/v1/bases/words/search", {"question": "travel", "mode": "keyword"}),
+            ):
+                started = time.monotonic()
+                response = client.request(method, url + path, json=body)
+                took = time.monotonic() - started
+                assert response.status_code == 200, response.text
+                assert took < ANSWER_S, f"{method} {path} took {took:.2f} s"
+
+
+def raw(port: int, data: bytes, *, timeout: float = 10.0) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        sock.sendall(data)
+        chunks = []
+        while True:
+            try:
+                got = sock.recv(65536)
+            except ConnectionResetError:
+                break
+            if not got:
+                break
+            chunks.append(got)
+    return b"".join(chunks)
+
+
+def status(answer: bytes) -> int:
+    return int(answer.split(b" ", 2)[1])
+
+
+def body(answer: bytes) -> dict:
+    return json.loads(answer.partition(b"\r\n\r\n")[2])
+
+
+# -- idle and slow clients take no worker ---------------------------------------------------
+
+
+def test_a_hundred_idle_connections_do_not_stop_health_or_search(service):
+    idle = [socket.create_connection(("127.0.0.1", service.port), timeout=10) for _ in range(IDLE)]
+    try:
+        ordinary_requests_answer_fast(service.url)
+    finally:
+        for sock in idle:
+            sock.close()
+
+
+def test_slow_bodies_take_no_worker_and_are_cut_off(service):
+    slow = []
+    try:
+        for n in range(SLOW):
+            sock = socket.create_connection(("127.0.0.1", service.port), timeout=10)
+            path = b"/v1/bases/team/facts" if n % 2 else b"/v1/bases/words/search"
+            method = b"GET" if n % 2 else b"POST"  # GET facts once read its body twice
+            sock.sendall(
+                method + b" " + path + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"
+            )
+            slow.append(sock)
+        ordinary_requests_answer_fast(service.url)
+        started = time.monotonic()
+        for sock in slow:
+            sock.settimeout(DEADLINE_S * 3)
+            answer = sock.recv(65536)
+            assert status(answer) == 408 and body(answer)["error"]["code"] == "REQUEST_TIMEOUT"
+        assert time.monotonic() - started < DEADLINE_S * 2
+    finally:
+        for sock in slow:
+            sock.close()
+
+
+def test_a_question_of_thousands_of_words_is_cut_with_a_warning(service):
+    question = " ".join(f"word{n}" for n in range(3000)) + " travel"
+    started = time.monotonic()
+    answer = httpx.post(
+        f"{service.url}/v1/bases/words/search",
+        json={"question": question, "mode": "keyword"},
+        timeout=30,
+    )
+    assert answer.status_code == 200
+    assert time.monotonic() - started < ANSWER_S
+    (cut,) = [w for w in answer.json()["warnings"] if w["code"] == "QUESTION_CUT"]
+    assert str(QUESTION_WORDS_MAX) in cut["message"]
+
+
+def test_two_hundred_clients_at_once_are_answered_never_reset(tmp_path):
+    """With 2 workers and a queue of 2, most of 200 simultaneous searches are refused: each
+    refusal is a 503 the client reads (its body was read first), never a reset."""
+    with words_only_base(tmp_path / "small.db", EXAMPLES) as small:
+        small.index()
+    server = make_server(
+        [str(tmp_path / "small.db")],
+        port=0,
+        environ={},
+        poll_s=0,
+        workers=2,
+        queue_size=2,
+        access_log=False,
+        log=lambda line: None,
+    )
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    search = search_body(
+        b'{"question": "travel expenses", "mode": "keyword"}', b"/v1/bases/small/search"
+    )
+    start_together = threading.Barrier(CLIENTS)
+
+    def client(_: int) -> int:
+        start_together.wait(timeout=30)
+        return status(raw(server.port, search, timeout=30))
+
+    try:
+        with ThreadPoolExecutor(CLIENTS) as pool:
+            statuses = list(pool.map(client, range(CLIENTS)))
+    finally:
+        server.shutdown()
+        thread.join(10)
+        server.close()
+    assert set(statuses) <= {200, 503} and statuses.count(200) >= 4, statuses
+
+
+# -- bad input is a 4xx ---------------------------------------------------------------------
+
+
+def search_body(text: bytes, path: bytes = b"/v1/bases/words/search") -> bytes:
+    return (
+        b"POST " + path + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n%s" % (len(text), text)
+    )
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "expected"),
+    [
+        (b"GET /%ff HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 404),
+        (b"GET /v1/bases/%ff/facts HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 400),
+        (
+            "POST /v1/bases/words/search HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            "Content-Type: application/json\r\nContent-Length: ²\r\n\r\n".encode(),
+            400,
+        ),
+        (search_body(b'{"question": "x", "top_k": ' + b"7" * 4400 + b"}"), 400),
+        (search_body(b'{"question": "x", "top_k": 1' + b"0" * 400 + b"}"), 400),
+        (
+            search_body(
+                b'{"text": "a fact", "replaces": [' + b"1" + b"0" * 30 + b"]}",
+                b"/v1/bases/team/facts",
+            ),
+            400,
+        ),
+        (
+            b"GET /v1/bases/team/facts?offset="
+            + b"9" * 5000
+            + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+            400,
+        ),
+        (b"GET /v1/health HTTP/2.0\r\nHost: 127.0.0.1\r\n\r\n", 505),
+        (b"GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\nBad Header\r\n\r\n", 400),
+    ],
+    ids=["path", "name", "length", "digits", "exponent", "fact id", "offset", "version", "header"],
+)
+def test_bad_input_is_a_4xx_never_a_5xx(service, request_bytes, expected):
+    answer = raw(service.port, request_bytes)
+    assert status(answer) == expected, answer[:300]
+    assert set(body(answer)["error"]) == {"code", "message"}
+
+
+# -- another site's page cannot write -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        ({"Content-Type": "application/x-www-form-urlencoded"}, 415),
+        ({"Content-Type": "text/plain"}, 415),
+        ({"Content-Type": "multipart/form-data; boundary=x"}, 415),
+        ({"Origin": "http://evil.example"}, 403),
+        ({"Origin": "null", "Content-Type": "application/json"}, 403),
+    ],
+)
+def test_a_cross_site_write_is_refused(service, headers, expected):
+    response = httpx.post(f"{service.url}/v1/bases/words/index", headers=headers, content=b"")
+    assert response.status_code == expected
+    assert response.json()["error"]["code"] in ("UNSUPPORTED_MEDIA_TYPE", "FORBIDDEN")
+
+
+def test_the_services_own_page_may_write(service):
+    origin = service.url
+    response = httpx.post(
+        f"{service.url}/v1/bases/words/search",
+        json={"question": "travel", "mode": "keyword"},
+        headers={"Origin": origin},
+    )
+    assert response.status_code == 200
+
+
+# -- a large body is a 413 the client reads -------------------------------------------------
+
+
+def test_a_20_mb_body_is_a_413_that_urllib_and_httpx_read(service):
+    data = b"x" * (20 * 1024 * 1024)
+    url = f"{service.url}/v1/bases/words/search"
+    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=30)
+    assert refused.value.code == 413
+    assert json.loads(refused.value.read())["error"]["code"] == "PAYLOAD_TOO_LARGE"
+    response = httpx.post(url, content=data, headers={"Content-Type": "application/json"})
+    assert response.status_code == 413
+
+
+# -- start refusals in one line -------------------------------------------------------------
+
+
+def start(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    import os
+
+    return subprocess.run(
+        [sys.executable, "-m", "metis_lite", "serve", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_a_busy_port_is_one_line(service, tmp_path):
+    with words_only_base(tmp_path / "other.db", EXAMPLES):
+        pass
+    run = start(str(tmp_path / "other.db"), "--port", str(service.port), "--poll", "0")
+    assert run.returncode == 1 and not run.stdout
+    assert run.stderr.startswith("error: cannot listen on 127.0.0.1:")
+    assert len(run.stderr.strip().splitlines()) == 1 and "Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize(
+    "token", ["tökén-with-accents-0123456789", "token-with-nbsp\u00a00123456789"]
+)
+def test_a_token_http_cannot_carry_is_refused_at_start(tmp_path, token):
+    with words_only_base(tmp_path / "other.db", EXAMPLES):
+        pass
+    tokens = json.dumps({"tokens": [{"token": token, "bases": ["*"]}]})
+    run = start(str(tmp_path / "other.db"), "--port", "0", env={"METIS_TOKENS": tokens})
+    assert run.returncode == 2 and not run.stdout
+    assert "INVALID_REQUEST" in run.stderr and "Traceback" not in run.stderr
+
+
+# -- the connection caps, on the server alone -----------------------------------------------
+
+
+class Echo:
+    def handle(self, request):
+        return Response(200, b"ok")
+
+    def refuse(self, status, message, head, headers):
+        return Response(status, message.encode(), headers)
+
+
+def test_one_client_holds_at_most_its_share_of_connections():
+    server = Server(Echo(), ("127.0.0.1", 0), limits=Limits(per_client=3), access_log=False)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    held = [socket.create_connection(("127.0.0.1", server.port), timeout=5) for _ in range(3)]
+    try:
+        time.sleep(0.2)
+        refused = raw(server.port, b"GET / HTTP/1.1\r\n\r\n")
+        assert status(refused) == 503 and b"Retry-After: 1" in refused
+        held.pop().close()
+        time.sleep(0.2)
+        assert status(raw(server.port, b"GET / HTTP/1.1\r\n\r\n")) == 200
+    finally:
+        for sock in held:
+            sock.close()
+        server.shutdown()
+        thread.join(5)
+        server.close()
