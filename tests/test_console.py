@@ -1,4 +1,4 @@
-"""The console end to end: headless Chromium against a real `python -m metis_lite.api` on loopback.
+"""The console end to end: headless Chromium against a real `metis-lite serve` on loopback.
 
 Two bases are served: the example handbook (embedded model, reranked by a small TEI-protocol
 reranker run here) and a base whose embedding model answered while it was indexed and is gone
@@ -120,10 +120,10 @@ class _FakeTEIHandler(BaseHTTPRequestHandler):
 
 
 class Service:
-    """`python -m metis_lite.api BASE… --port 0` in its own process; its URL from its first line."""
+    """`metis-lite serve BASE… --port 0` in its own process; its URL from its first line."""
 
     def __init__(self, *bases: Path, env: dict[str, str] | None = None) -> None:
-        command = [sys.executable, "-m", "metis_lite.api", *map(str, bases)]
+        command = [sys.executable, "-m", "metis_lite", "serve", *map(str, bases)]
         self.process = subprocess.Popen(
             [*command, "--port", "0", "--poll", "0", "--no-access-log"],
             stdout=subprocess.PIPE,
@@ -443,3 +443,139 @@ def test_an_unreachable_service_is_said_plainly(browser, bases):
     assert "could not be reached" in browser.text("#answer-error")
     assert browser.find_all("#results .result") == []
     shoot(browser, "unreachable")
+
+
+# -- what a person does next: open the document, try again, use the keyboard -------------------
+
+
+def test_a_result_opens_its_document_at_the_cited_line(page, service):
+    page.execute("document.querySelector('#mode').value = 'keyword'")
+    search(page, "paid vacation days")
+    first = api_search(service.url, "keyword")  # the same base, to know what is cited
+    assert first["results"]
+    lines = page.texts("#results .scores")  # by words only: no meaning, nothing fused
+    assert lines and all(line.startswith("words ") and "fused" not in line for line in lines)
+    meta = page.text("#answer-meta")
+    assert "(words " in meta and not {"embed", "meaning", "fuse"} & set(re.findall(r"\w+", meta))
+    links = page.execute(
+        "return [...document.querySelectorAll('#results a.doc')].map(a => a.getAttribute('href'))"
+    )
+    assert links, "no result links to its document"
+    line_link = next(link for link in links if link.startswith("#/document?"))
+    page.execute(
+        "document.querySelector(`#results a.doc[href='${arguments[0]}']`).click()", line_link
+    )
+    page.wait("#document-body .lines")
+    params = httpx.QueryParams(line_link.split("?", 1)[1])
+    path, line = params["path"], int(params["line"])
+    cited = page.execute(
+        "const li = document.querySelector('#document-body li.cited');"
+        "const r = li.getBoundingClientRect();"
+        "return [li.value, li.textContent, r.top >= 0 && r.bottom <= innerHeight]"
+    )
+    on_disk = (EXAMPLES / path).read_text(encoding="utf-8").splitlines()
+    assert cited[0] == line and cited[1].strip() == on_disk[line - 1].strip()
+    assert cited[2], "the cited line is not scrolled into view"
+    assert page.text("#document-heading") == f"handbook/{path}"
+    assert page.execute("return document.title") == "Metis → Document"
+    assert page_problems(page) == []
+    shoot(page, "document")
+    page.click("#document-back")
+    page.wait("#results .result:not(.skeleton)")
+
+
+def test_a_pdf_result_links_to_its_page_in_the_browsers_viewer(page, service):
+    answer = api_search(service.url, "keyword", filters={"kinds": ["pdf"]})
+    pdf = answer["results"][0]["citation"]
+    page.execute("document.querySelector('#mode').value = 'keyword'")
+    page.click("#filters summary")
+    page.click("label[for=kinds-pdf]")
+    search(page, QUESTION)
+    href = page.execute("return document.querySelector('#results a.doc').getAttribute('href')")
+    assert (
+        href == f"/v1/bases/handbook/documents/{pdf['source']}/{pdf['document']}#page={pdf['page']}"
+    )
+    served = httpx.get(service.url + href.split("#")[0], timeout=30)
+    assert served.status_code == 200
+    assert served.headers["content-type"] == "application/pdf"
+    assert served.content == (EXAMPLES / pdf["document"]).read_bytes()
+
+
+def test_the_document_route_serves_only_indexed_files_inside_sources(service, bases, tmp_path):
+    url = f"{service.url}/v1/bases/handbook/documents/handbook"
+    html = httpx.get(f"{url}/it/gpu-troubleshooting.html", timeout=30)
+    assert html.status_code == 200
+    assert "sandbox" in html.headers["content-security-policy"]
+    assert html.headers["x-content-type-options"] == "nosniff"
+    for bad in ("../handbook.db", "%2e%2e/%2e%2e/etc/passwd", "it/missing.md", "it"):
+        answer = httpx.get(f"{url}/{bad}", timeout=30)
+        assert answer.status_code == 404, bad  # ".." is dropped by the client: no such route
+        assert answer.json()["error"]["code"] in ("DOCUMENT_NOT_FOUND", "NOT_FOUND"), bad
+    other = httpx.get(f"{service.url}/v1/bases/down/documents/handbook/welcome.md", timeout=30)
+    assert other.status_code == 404
+
+
+def test_the_document_route_needs_a_token_for_that_base(bases):
+    tokens_json = json.dumps(
+        {
+            "tokens": [
+                {"token": TOKEN, "bases": ["down"]},
+                {"token": TOKEN + "h", "bases": ["handbook"]},
+            ]
+        }
+    )
+    guarded = Service(*bases, env={"METIS_TOKENS": tokens_json})
+    try:
+        url = f"{guarded.url}/v1/bases/handbook/documents/handbook/welcome.md"
+        assert httpx.get(url, timeout=30).status_code == 401
+        wrong = httpx.get(url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30)
+        assert wrong.status_code == 403
+        right = httpx.get(url, headers={"Authorization": f"Bearer {TOKEN}h"}, timeout=30)
+        assert right.status_code == 200
+        assert right.content == (EXAMPLES / "welcome.md").read_bytes()
+    finally:
+        guarded.stop()
+
+
+def test_nothing_found_says_what_to_try(page):
+    page.execute("document.querySelector('#mode').value = 'keyword'")
+    page.click("#filters summary")
+    page.type("#prefix", "purchasing/")
+    search(page, "vacation")
+    hint = page.text("#results .no-result")
+    assert hint.startswith("Nothing was found for “vacation”")
+    assert "Filters in force: folder purchasing/" in hint
+    assert "Search hybrid" in hint and "Search by meaning only" in hint
+    shoot(page, "no-result")
+    page.execute(
+        "[...document.querySelectorAll('.no-result a')].find(a => a.textContent === 'Search without them').click()"
+    )
+    page.wait("#results .result:not(.skeleton):not(.no-result)")
+    assert page.execute("return document.querySelector('#prefix').value") == ""
+
+
+def test_the_rerank_box_is_there_only_for_a_base_with_a_reranker(page):
+    def shown(*names: str) -> bool:
+        page.execute(
+            "for (const box of document.querySelectorAll('input[name=bases]'))"
+            " { if (box.checked !== arguments[0].includes(box.value)) box.click(); }",
+            list(names),
+        )
+        return page.execute("return !document.querySelector('#rerank-field').hidden")
+
+    assert shown("handbook") and shown("handbook", "down")
+    assert not shown("down")
+
+
+def test_slash_goes_to_the_question_and_enter_searches(page):
+    page.execute("document.querySelector('#mode').value = 'keyword'")
+    page.click("#filters summary")  # the focus is elsewhere now
+    page.execute("document.activeElement.blur()")
+    page.press("/")
+    assert page.active() == "question"
+    page.press("vacation\n")
+    page.wait("#results .result:not(.skeleton)")
+    assert page.execute("return location.hash").startswith("#/search?q=vacation")
+    page.type("#prefix", "x")  # "/" typed in a field is a character, not a shortcut
+    page.press("/")
+    assert page.execute("return document.querySelector('#prefix').value") == "x/"

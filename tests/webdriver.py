@@ -180,6 +180,15 @@ class Browser:
             self._session("POST", f"/element/{element}/clear")
         self._session("POST", f"/element/{element}/value", {"text": text})
 
+    def press(self, keys: str) -> None:
+        """Keys typed on whatever has the focus (W3C actions), as a person's keyboard would."""
+        actions = []
+        for key in keys:
+            actions += [{"type": "keyDown", "value": key}, {"type": "keyUp", "value": key}]
+        self._session(
+            "POST", "/actions", {"actions": [{"type": "key", "id": "kb", "actions": actions}]}
+        )
+
     def text(self, css: str) -> str:
         return self._session("GET", f"/element/{self.find(css)}/text")
 

@@ -26,8 +26,28 @@ let tokenWait = null; // one prompt for every request that met a 401 meanwhile
 
 /** GET (no body) or POST JSON; on 401 asks for a token and tries again with it. */
 export async function api(path, body) {
+  const response = await send(path, body, "application/json");
+  try {
+    return await response.json();
+  } catch (error) {
+    return null; // an answer with no JSON body
+  }
+}
+
+/** A document's file as the service serves it (GET), with the token when there is one. */
+export async function file(path) {
+  const response = await send(path, undefined, "*/*");
+  return response.blob();
+}
+
+/** Whether requests carry a token: a plain link cannot, so a file is then fetched and opened. */
+export function hasToken() {
+  return Boolean(sessionStorage.getItem(TOKEN_KEY));
+}
+
+async function send(path, body, accept) {
   for (;;) {
-    const headers = { Accept: "application/json" };
+    const headers = { Accept: accept };
     if (body !== undefined) headers["Content-Type"] = "application/json";
     const token = sessionStorage.getItem(TOKEN_KEY);
     if (token) headers.Authorization = `Bearer ${token}`;
@@ -45,6 +65,7 @@ export async function api(path, body) {
       throw new Unreachable("No answer: the service could not be reached.");
     }
     $("service").hidden = true;
+    if (response.ok) return response;
     let data = null;
     try {
       data = await response.json();
@@ -57,14 +78,11 @@ export async function api(path, body) {
       await askToken(token ? `That token was refused (${message}). Paste another one.` : TOKEN_HINT);
       continue;
     }
-    if (!response.ok) {
-      const error = (data && data.error) || {
-        code: `HTTP_${response.status}`,
-        message: `the service answered ${response.status} ${response.statusText}`.trim(),
-      };
-      throw new ApiError(response.status, error.code, error.message);
-    }
-    return data;
+    const error = (data && data.error) || {
+      code: `HTTP_${response.status}`,
+      message: `the service answered ${response.status} ${response.statusText}`.trim(),
+    };
+    throw new ApiError(response.status, error.code, error.message);
   }
 }
 

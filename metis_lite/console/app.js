@@ -13,8 +13,9 @@
  */
 
 import { ApiError, api } from "./api.js";
-import { fillKindOptions, loadBases, picked, setPicked, showBasesPage } from "./bases.js";
+import { anyReranker, fillKindOptions, loadBases, picked, setPicked, showBasesPage } from "./bases.js";
 import { COMPARE_MODES, showComparison } from "./compare.js";
+import { showDocumentPage } from "./document.js";
 import { $, el } from "./dom.js";
 import { MODE_NAMES, showAnswer, showError, showLoading } from "./results.js";
 
@@ -69,12 +70,14 @@ function hashToForm(query) {
   updateFormHints();
 }
 
-/** The filters in force, shown on the closed Filters line; the mode is moot while comparing. */
+/** The filters in force, shown on the closed Filters line; the mode is moot while comparing;
+ * the rerank box is there only when a ticked base has a reranker. */
 function updateFormHints() {
   const state = formState();
   const active = [state.path_prefix, state.kinds.join(", "), state.sources.join(", ")].filter(Boolean);
   $("filters-summary").textContent = active.length ? `· ${active.join(" · ")}` : "";
   $("mode").disabled = state.compare;
+  $("rerank-field").hidden = !anyReranker(state.bases);
 }
 
 function requestBody(state, mode) {
@@ -119,7 +122,7 @@ async function runSearch(state) {
   }
   try {
     const answer = await ask(state, state.mode);
-    if (number === searchNumber) showAnswer(answer, state);
+    if (number === searchNumber) showAnswer(answer, state, stateToHash);
   } catch (error) {
     if (number === searchNumber) showError(error);
   }
@@ -139,19 +142,21 @@ function onSubmit(event) {
 let lastSearchHash = null;
 let basesTimer = null;
 
+const VIEWS = { "/bases": "bases", "/document": "document" };
+
 function parseHash() {
   const [path, query = ""] = location.hash.replace(/^#/, "").split("?");
-  return { view: path === "/bases" ? "bases" : "search", query };
+  return { view: VIEWS[path] || "search", query };
 }
 
 async function route() {
   const { view, query } = parseHash();
-  for (const name of ["search", "bases"]) $(`view-${name}`).hidden = name !== view;
+  for (const name of ["search", "bases", "document"]) $(`view-${name}`).hidden = name !== view;
   for (const link of document.querySelectorAll("nav a[data-view]")) {
     if (link.dataset.view === view) link.setAttribute("aria-current", "page");
     else link.removeAttribute("aria-current");
   }
-  const title = view === "bases" ? "Bases" : "Search";
+  const title = { bases: "Bases", document: "Document" }[view] || "Search";
   $("brand-page").textContent = title;
   document.title = `Metis → ${title}`;
   clearInterval(basesTimer);
@@ -159,6 +164,11 @@ async function route() {
     retry = showBasesPage;
     basesTimer = setInterval(showBasesPage, BASES_REFRESH_MS); // Indexing / Waiting as it changes
     await showBasesPage();
+    return;
+  }
+  if (view === "document") {
+    retry = route;
+    await showDocumentPage(query);
     return;
   }
   retry = () => loadBases().then(route);
@@ -169,6 +179,17 @@ async function route() {
   }
 }
 
+/** "/" anywhere but in a field goes to the question, its text selected to type over. */
+function slashFocusesTheQuestion(event) {
+  if (event.key !== "/" || event.ctrlKey || event.metaKey || event.altKey) return;
+  const target = event.target;
+  if (target.closest && target.closest("input, textarea, select, [contenteditable], dialog")) return;
+  event.preventDefault();
+  if (parseHash().view !== "search") location.hash = lastSearchHash || "#/search";
+  $("question").focus();
+  $("question").select();
+}
+
 async function start() {
   fillKindOptions();
   $("search-form").addEventListener("submit", onSubmit);
@@ -176,10 +197,17 @@ async function start() {
   $("search-form").addEventListener("input", updateFormHints);
   $("service-retry").addEventListener("click", () => retry && retry());
   window.addEventListener("hashchange", route);
+  document.addEventListener("keydown", slashFocusesTheQuestion);
+  $("document-back").addEventListener("click", (event) => {
+    event.preventDefault();
+    if (history.length > 1) history.back();
+    else location.hash = lastSearchHash || "#/search";
+  });
   try {
     const health = await api("/v1/health");
     $("version").textContent = health.version || "";
     await loadBases();
+    updateFormHints();
   } catch (error) {
     $("bases-options").replaceChildren(
       el("span", { className: "muted" }, `The bases could not be read: ${error.message}`)

@@ -20,6 +20,11 @@ export async function loadBases() {
   return bases;
 }
 
+/** Whether any of the named bases has a reranker (the form's rerank box is shown only then). */
+export function anyReranker(names) {
+  return bases.some((base) => names.includes(base.name) && base.reranker);
+}
+
 /** The bases, the kinds or the sources ticked in the form. */
 export function picked(group) {
   return [...document.querySelectorAll(`input[name="${group}"]:checked`)].map((i) => i.value);

@@ -136,7 +136,7 @@ export function showComparison(settled, state) {
             "td",
             { className: "passage" },
             el("p", { className: "result-title" }, entry.result.citation.title || entry.result.citation.document),
-            citationNodes(entry.result, multiBase),
+            citationNodes(entry.result, multiBase, state.bases[0]),
             el("p", { className: "text snippet" }, highlighted(entry.result.citation.snippet || entry.result.text, words))
           ),
           COMPARE_MODES.map((mode) => rankCell(entry, mode)),

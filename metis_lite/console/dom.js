@@ -70,12 +70,13 @@ export function unwrapped(text) {
 // -- Numbers and places ---------------------------------------------------------------------
 
 /** The spec's line: meaning 0.830 (#1) · words 7.41 (#2) · fused 0.0328 · reranker 0.970,
- * with only the parts that apply (a score that does not apply is absent from the answer). */
-export function scoreLine(scores) {
+ * with only the parts that apply (a score that does not apply is absent from the answer, and a
+ * search by one way only fused nothing). */
+export function scoreLine(scores, mode = "hybrid") {
   const parts = [];
   if (scores.dense !== undefined) parts.push(`meaning ${scores.dense.toFixed(3)} (#${scores.dense_rank})`);
   if (scores.keyword !== undefined) parts.push(`words ${scores.keyword.toFixed(2)} (#${scores.keyword_rank})`);
-  if (scores.fused !== undefined) parts.push(`fused ${scores.fused.toFixed(4)}`);
+  if (scores.fused !== undefined && mode === "hybrid") parts.push(`fused ${scores.fused.toFixed(4)}`);
   if (scores.rerank !== undefined) parts.push(`reranker ${scores.rerank.toFixed(3)}`);
   return parts.join(" · ");
 }

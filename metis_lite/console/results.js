@@ -2,6 +2,7 @@
  * with its snippet (the question's words marked), its citation and the spec's score line. */
 
 import { ApiError, Unreachable } from "./api.js";
+import { documentLink } from "./document.js";
 import { $, el, highlighted, ms, plural, scoreLine, unwrapped, where, wordsOf } from "./dom.js";
 
 export const MODE_NAMES = { hybrid: "hybrid", dense: "by meaning only", keyword: "by words only" };
@@ -13,6 +14,20 @@ const TIMINGS = [
   ["fuse", "fuse"],
   ["rerank", "rerank"],
 ];
+const NOT_EMBEDDED = ["NO_VECTORS", "EMBEDDING_MODEL_UNAVAILABLE"];
+
+/** The steps an answer's search ran (as the CLI's summary line names them). */
+function stepsRun(answer) {
+  const codes = new Set((answer.warnings || []).map((w) => w.code));
+  const embedded = answer.mode !== "keyword" && !NOT_EMBEDDED.some((code) => codes.has(code));
+  return {
+    embed: embedded,
+    dense: embedded,
+    keyword: answer.mode !== "dense",
+    fuse: answer.mode === "hybrid",
+    rerank: Boolean(answer.reranked) || codes.has("RERANKER_UNAVAILABLE"),
+  };
+}
 
 /** Placeholders the size of results while an answer is on its way, so nothing jumps. */
 export function showLoading(compare) {
@@ -83,33 +98,41 @@ export function showWarnings(items) {
   list.hidden = items.length === 0;
 }
 
+/** Each warning once labelled: a message that already starts with its base's name loses it. */
 export function warningItems(answer, mode) {
   return (answer.warnings || []).map((w) => ({
     code: w.code,
-    message: w.message,
+    message: w.base && w.message.startsWith(`${w.base}: `) ? w.message.slice(w.base.length + 2) : w.message,
     label: [mode, w.base].filter(Boolean).join(" · "),
   }));
 }
 
-function tookList(took) {
-  const parts = TIMINGS.map(([key, name]) => el("span", { className: "took-part" }, `${name} ${ms(took[key])}`));
+function tookList(answer) {
+  const took = answer.took || {};
+  const ran = stepsRun(answer);
+  const parts = TIMINGS.filter(([key]) => ran[key]).map(([key, name]) =>
+    el("span", { className: "took-part" }, `${name} ${ms(took[key])}`)
+  );
   return el(
     "span",
     { className: "took" },
-    `took ${ms(took.total)} `,
-    el("span", { className: "muted" }, "(", parts.flatMap((p, i) => (i ? [" · ", p] : [p])), ")")
+    `took ${ms(took.total)}`,
+    parts.length ? " " : null,
+    parts.length ? el("span", { className: "muted" }, "(", parts.flatMap((p, i) => (i ? [" · ", p] : [p])), ")") : null
   );
 }
 
-/** Source/document, kind, page or line (and the base when several are asked); the headings. */
-export function citationNodes(result, multiBase) {
+/** Source/document (a link to it at its page or line), kind, page or line, the base when
+ * several are asked; the headings. */
+export function citationNodes(result, multiBase, baseName) {
   const c = result.citation;
   const place = where(c);
+  const label = `${c.source}/${c.document}`;
   const origin = el(
     "p",
     { className: "citation" },
     multiBase && result.base ? el("span", { className: "badge" }, result.base) : null,
-    el("span", { className: "doc" }, `${c.source}/${c.document}`),
+    documentLink(result.base || baseName, c, label) || el("span", { className: "doc" }, label),
     el("span", { className: "kind" }, c.kind),
     place ? el("span", { className: "place" }, place) : null
   );
@@ -119,7 +142,7 @@ export function citationNodes(result, multiBase) {
   return [origin, headings];
 }
 
-function resultItem(result, n, words, multiBase) {
+function resultItem(result, n, words, multiBase, baseName, mode) {
   const title = result.citation.title || result.citation.document;
   return el(
     "li",
@@ -133,7 +156,7 @@ function resultItem(result, n, words, multiBase) {
         el("span", { className: "rank", attrs: { "aria-hidden": "true" } }, String(n)),
         el("h2", { className: "result-title" }, title)
       ),
-      citationNodes(result, multiBase),
+      citationNodes(result, multiBase, baseName),
       el("p", { className: "text" }, highlighted(result.citation.snippet || result.text, words)),
       el(
         "details",
@@ -141,12 +164,12 @@ function resultItem(result, n, words, multiBase) {
         el("summary", {}, "Whole passage"),
         el("p", { className: "text whole" }, highlighted(unwrapped(result.text), words))
       ),
-      el("p", { className: "scores" }, scoreLine(result.scores || {}))
+      el("p", { className: "scores" }, scoreLine(result.scores || {}, mode))
     )
   );
 }
 
-export function showAnswer(answer, state) {
+export function showAnswer(answer, state, hashFor) {
   doneLoading();
   const words = new Set(wordsOf(state.question));
   const results = answer.results || [];
@@ -156,8 +179,38 @@ export function showAnswer(answer, state) {
     ` · ${MODE_NAMES[answer.mode] || answer.mode}`,
     answer.reranked ? " · reranked" : " · not reranked",
     " · ",
-    tookList(answer.took || {})
+    tookList(answer)
   );
   showWarnings(warningItems(answer, null));
-  $("results").replaceChildren(...results.map((r, i) => resultItem(r, i + 1, words, multiBase)));
+  const items = results.map((r, i) => resultItem(r, i + 1, words, multiBase, state.bases[0], answer.mode));
+  $("results").replaceChildren(...(items.length ? items : [noResultHint(answer, state, hashFor)]));
+}
+
+/** What to try when nothing was found: the filters in force, another mode, other words. */
+function noResultHint(answer, state, hashFor) {
+  const filters = [
+    state.path_prefix ? `folder ${state.path_prefix}` : null,
+    state.kinds.length ? `kinds ${state.kinds.join(", ")}` : null,
+    state.sources.length ? `sources ${state.sources.join(", ")}` : null,
+  ].filter(Boolean);
+  const tries = [];
+  if (filters.length) {
+    tries.push(
+      el("li", {}, `Filters in force: ${filters.join("; ")}. `, tryLink(hashFor, state, { path_prefix: "", kinds: [], sources: [] }, "Search without them"))
+    );
+  }
+  for (const mode of ["hybrid", "dense", "keyword"].filter((m) => m !== answer.mode)) {
+    tries.push(el("li", {}, tryLink(hashFor, state, { mode }, `Search ${MODE_NAMES[mode]}`)));
+  }
+  tries.push(el("li", {}, "Other words: a synonym, fewer words, or the term a document would use."));
+  return el(
+    "li",
+    { className: "no-result" },
+    el("p", {}, el("strong", {}, "Nothing was found"), ` for “${state.question}”. Try:`),
+    el("ul", {}, tries)
+  );
+}
+
+function tryLink(hashFor, state, change, label) {
+  return el("a", { attrs: { href: hashFor({ ...state, ...change, compare: false }) } }, label);
 }
