@@ -21,16 +21,22 @@ from pathlib import Path
 from typing import Any
 
 from metis_lite.base import Base
-from metis_lite.errors import BaseBusy, InvalidRequest, MetisError, ModelUnavailable
+from metis_lite.errors import InvalidRequest, MetisError
 from metis_lite.evaluation import beir, saved
 from metis_lite.evaluation.bases import BaseChoice, open_beir_base
 from metis_lite.evaluation.runner import DEEP_K, EvalReport, evaluate, parse_modes, resolve
 from metis_lite.evaluation.sets import EvalSet, read_jsonl
-from metis_lite.settings import MODES, TOP_K
+from metis_lite.settings import MODES, TOP_K, TOP_K_MAX
 
 HELP = "measure search quality: ask an evaluation set in each mode and compare them"
-EXAMPLE = "metis-lite eval ../shared/eval/faquad_pt --modes hybrid,keyword"
-EXIT_ERROR, EXIT_USAGE, EXIT_MODEL, EXIT_BUSY = 1, 2, 3, 4  # as cli.py's
+EXAMPLES = (
+    "metis-lite eval examples/handbook-questions.jsonl --base handbook.db",
+    "metis-lite eval examples/mini-beir --base mini.db --modes hybrid:relative,hybrid:rrf,keyword",
+    "metis-lite eval save handbook.db smoke examples/handbook-questions.jsonl",
+    "metis-lite eval run handbook.db smoke   # again after a change: the change per mode",
+)
+"""The -h examples (run by tests/test_examples.py from a clone, after scripts/quickstart)."""
+EXAMPLE = EXAMPLES[0]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -43,10 +49,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("more", nargs="*", metavar="ARG", help=argparse.SUPPRESS)
     parser.add_argument(
-        "--base", help="the base to ask (BEIR: built there if new; default: a cache file)"
+        "--base",
+        help="the base to ask (a BEIR folder's base is built there if new; default: for a BEIR"
+        " folder, a cache file beside it, EVALSET.metis-eval.db; for a file, required)",
     )
     parser.add_argument(
-        "--modes", default=",".join(MODES), help="modes to compare, comma-separated"
+        "--modes",
+        default=",".join(MODES),
+        help="modes to compare, comma-separated: hybrid, dense, keyword, hybrid:relative,"
+        " hybrid:rrf (default %(default)s)",
     )
     parser.add_argument(
         "--rerank",
@@ -55,7 +66,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="use the base's reranker, when it has one (default: yes)",
     )
     parser.add_argument(
-        "--k", type=int, default=TOP_K, help="results per search for nDCG, recall and MRR @k"
+        "--k",
+        type=int,
+        default=TOP_K,
+        metavar="N",
+        help=f"results per search for nDCG, recall and MRR @k (1-{TOP_K_MAX}; default %(default)s)",
     )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
 
@@ -300,7 +315,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="metis-lite eval",
         description=HELP,
-        epilog=f"example:\n  {EXAMPLE}",
+        epilog="examples:\n" + "".join(f"  {example}\n" for example in EXAMPLES),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_arguments(parser)
@@ -308,14 +323,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return run_from_args(args)
     except MetisError as exc:
+        from metis_lite.cli import exit_code  # the one table of exit codes
+
         if args.json:
             _print_json(exc.to_json())
         print(f"error: {exc.code}: {exc.message}", file=sys.stderr)
-        if isinstance(exc, InvalidRequest):
-            return EXIT_USAGE
-        if isinstance(exc, ModelUnavailable):
-            return EXIT_MODEL
-        return EXIT_BUSY if isinstance(exc, BaseBusy) else EXIT_ERROR
+        return exit_code(exc)
 
 
 if __name__ == "__main__":

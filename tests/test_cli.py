@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+import re
+import shutil
 import subprocess
 import sys
 
@@ -10,11 +13,34 @@ import pytest
 from conftest import DEAD_EMBEDDING, ROOT
 
 from metis_lite.base import Base
-from metis_lite.cli import build_parser, citation_text
+from metis_lite.cli import (
+    EXIT_BUSY,
+    EXIT_CODES,
+    EXIT_ERROR,
+    EXIT_MODEL,
+    EXIT_USAGE,
+    build_parser,
+    citation_text,
+    exit_code,
+)
+from metis_lite.errors import (
+    BaseBusy,
+    BaseNotFound,
+    BaseReadOnly,
+    DiskFull,
+    EmbeddingModelUnavailable,
+    InvalidRequest,
+    ModelAnswerInvalid,
+    NotABase,
+    RerankerUnavailable,
+    SchemaTooNew,
+    StoreError,
+)
 from metis_lite.records import Citation
+from metis_lite.store import IndexerLock
 
 
-def cli(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+def cli(*args: str, check: bool = True, code: int = 0) -> subprocess.CompletedProcess[str]:
     run = subprocess.run(
         [sys.executable, "-m", "metis_lite", *args],
         capture_output=True,
@@ -23,7 +49,7 @@ def cli(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         timeout=120,
     )
     if check:
-        assert run.returncode == 0, run.stderr
+        assert run.returncode == code, run.stderr
     return run
 
 
@@ -39,10 +65,55 @@ def test_every_command_is_documented_in_the_readme():
         assert f"metis-lite {name}" in readme, name
 
 
-@pytest.mark.parametrize("name", commands())
-def test_every_command_has_help_with_an_example(name):
-    run = cli(name, "-h")
-    assert "example" in run.stdout
+def parsers() -> dict[str, argparse.ArgumentParser]:
+    """Every parser of the CLI by its command line (metis-lite, metis-lite index, …): a command
+    added later is checked too."""
+    found: dict[str, argparse.ArgumentParser] = {}
+
+    def walk(parser: argparse.ArgumentParser, name: str) -> None:
+        found[name] = parser
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub, subparser in action.choices.items():
+                    walk(subparser, f"{name} {sub}")
+
+    walk(build_parser(), "metis-lite")
+    return found
+
+
+RANGE = re.compile(r"\b\d+(\.\d+)?\s*(-|–|to)\s*\d|\bfrom \d|\b0: |≥ ?\d")
+
+
+@pytest.mark.parametrize("name", sorted(parsers()))
+def test_every_command_has_help_with_examples_defaults_ranges_and_the_exit_codes(name):
+    parser = parsers()[name]
+    epilog = parser.epilog or ""
+    examples = [
+        line for line in epilog.split("\n") if line.startswith("  ") and "metis-lite" in line
+    ]
+    assert len(examples) >= 2, f"{name} -h shows {len(examples)} example(s)"
+    assert epilog.endswith(EXIT_CODES), f"{name} -h does not end with the exit codes"
+    for action in parser._actions:
+        if action.help == argparse.SUPPRESS or isinstance(
+            action, (argparse._HelpAction, argparse._VersionAction, argparse._SubParsersAction)
+        ):
+            continue
+        what = f"{name} {'/'.join(action.option_strings) or action.dest}"
+        text = (action.help or "") % {"default": action.default}
+        assert text, f"{what} has no help"
+        takes_a_value = action.option_strings and action.nargs != 0
+        if takes_a_value:
+            assert "default" in text, f"{what}: its help names no default: {text!r}"
+        if takes_a_value and action.type in (int, float):
+            assert RANGE.search(text), f"{what}: its help gives no range: {text!r}"
+
+
+def test_help_prints_the_examples_and_exit_codes():
+    for name, parser in parsers().items():
+        text = parser.format_help()
+        assert "examples:\n  " in text and "exit codes" in text, name
+    run = cli("search", "-h")
+    assert "(1-100; default 10)" in run.stdout and "exit codes" in run.stdout
 
 
 def test_search_json_is_the_api_answer_and_text_has_the_score_line(example_base_file, tmp_path):
@@ -69,10 +140,11 @@ def test_index_keyword_search_and_status(tmp_path):
             "--embedding-url",
             DEAD_EMBEDDING["url"],
             "--json",
+            code=3,  # documents indexed, chunks wait for their vectors: a model did not answer
         ).stdout
     )
     assert report["added"] > 5 and report["chunks"] == report["without_vector"]
-    again = json.loads(cli("index", base, "--json").stdout)
+    again = json.loads(cli("index", base, "--json", code=3).stdout)
     assert again["added"] == 0 and again["unchanged"] == report["added"]
     found = json.loads(
         cli("search", base, "configuracao do proxy", "--mode", "keyword", "--json").stdout
@@ -99,6 +171,7 @@ def test_status_says_when_the_embedding_model_cannot_read_the_base(tmp_path):
         url,
         "--embedding-model",
         "all-MiniLM-L6-v2",
+        code=3,
     )
     text = cli("status", base)
     assert "warning: MODEL_LANGUAGE_MISMATCH: most of this base" in text.stderr
@@ -107,9 +180,67 @@ def test_status_says_when_the_embedding_model_cannot_read_the_base(tmp_path):
     assert [w["code"] for w in status["warnings"]] == ["MODEL_LANGUAGE_MISMATCH"]
 
 
-def test_errors_have_codes_and_exit_codes(tmp_path):
+# -- exit codes: one table, the same for every command (README "Exit codes") --------------
+
+
+def test_the_readme_has_one_exit_code_table_and_it_is_the_clis():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    tables = re.findall(r"^\| exit code \|.*\n\|[-| ]+\|\n((?:\|.*\n)+)", readme, re.M)
+    assert len(tables) == 1, "the README should hold exactly one exit-code table"
+    codes = [int(row.split("|")[1].strip(" `")) for row in tables[0].splitlines()]
+    assert codes == [0, 1, 2, 3, 4]
+    for code in (EXIT_ERROR, EXIT_USAGE, EXIT_MODEL, EXIT_BUSY):
+        assert f" {code} " in EXIT_CODES
+
+
+@pytest.mark.parametrize(
+    "error, code",
+    [
+        (InvalidRequest("x"), 2),
+        (BaseNotFound("x"), 2),
+        (NotABase("x"), 1),
+        (StoreError("x"), 1),
+        (SchemaTooNew("x"), 1),
+        (DiskFull("x"), 1),
+        (BaseReadOnly("x"), 1),
+        (EmbeddingModelUnavailable("x"), 3),
+        (RerankerUnavailable("x"), 3),
+        (ModelAnswerInvalid("x"), 3),
+        (BaseBusy("x"), 4),
+    ],
+)
+def test_each_error_has_its_exit_code(error, code):
+    assert exit_code(error) == code
+
+
+def test_usage_errors_exit_2_whether_a_base_a_folder_or_an_option_is_not_there(tmp_path):
+    missing = cli("search", str(tmp_path / "none.db"), "q", check=False)
+    assert missing.returncode == 2 and "BASE_NOT_FOUND: no base at" in missing.stderr
+    for command in (("status",), ("facts",), ("remember", "x"), ("copy", "y.db"), ("shell",)):
+        name, *rest = command
+        done = cli(name, str(tmp_path / "none.db"), *rest, check=False)
+        assert done.returncode == 2 and "BASE_NOT_FOUND" in done.stderr, command
+    saved = cli("eval", "run", str(tmp_path / "none.db"), "smoke", check=False)
+    assert saved.returncode == 2 and "BASE_NOT_FOUND" in saved.stderr
+    no_folder = cli("index", str(tmp_path / "new.db"), str(tmp_path / "nope"), check=False)
+    assert no_folder.returncode == 2 and "is not a folder" in no_folder.stderr
+    assert not (tmp_path / "new.db").exists()  # a typo leaves no new base behind
+    not_a_base = tmp_path / "x.db"
+    not_a_base.write_text("hello")
+    wrong = cli("status", str(not_a_base), check=False)
+    assert wrong.returncode == 1 and "NOT_A_BASE" in wrong.stderr  # there, but not a base
+    assert not_a_base.read_text() == "hello"
+    unknown = cli("search", str(not_a_base), "q", "--mode", "fuzzy", check=False)
+    assert unknown.returncode == 2 and "invalid choice" in unknown.stderr
+    as_json = cli("status", str(tmp_path / "none.db"), "--json", check=False)
+    assert json.loads(as_json.stdout)["error"]["code"] == "BASE_NOT_FOUND"
+    for run in (missing, no_folder, wrong, unknown, as_json):
+        assert "Traceback" not in run.stderr
+
+
+def test_a_model_that_does_not_answer_exits_3_and_keeps_what_was_done(tmp_path):
     base = str(tmp_path / "b.db")
-    cli(
+    index = cli(
         "index",
         base,
         str(ROOT / "examples" / "handbook" / "policies"),
@@ -117,20 +248,45 @@ def test_errors_have_codes_and_exit_codes(tmp_path):
         "tei",
         "--embedding-url",
         DEAD_EMBEDDING["url"],
+        check=False,
     )
+    assert index.returncode == 3, index.stderr
+    assert "3 added" in index.stdout and "warning: EMBEDDING_MODEL_UNAVAILABLE" in index.stderr
+    found = cli("search", base, "vacation", "--mode", "keyword")  # the documents are there
+    assert "leave.md" in found.stdout
+    hybrid = cli("search", base, "vacation")  # answers by words, with the warning: done
+    assert "leave.md" in hybrid.stdout and "EMBEDDING_MODEL_UNAVAILABLE" not in hybrid.stdout
     dense = cli("search", base, "vacation", "--mode", "dense", check=False)
     assert dense.returncode == 3 and "EMBEDDING_MODEL_UNAVAILABLE" in dense.stderr
-    missing = cli("search", str(tmp_path / "none.db"), "q", check=False)
-    assert missing.returncode == 1 and "no base" in missing.stderr
-    not_a_base = tmp_path / "x.db"
-    not_a_base.write_text("hello")
-    wrong = cli("status", str(not_a_base), check=False)
-    assert wrong.returncode == 1 and "NOT_A_BASE" in wrong.stderr
-    assert not_a_base.read_text() == "hello"
+    remember = cli("remember", base, "The office opens at nine", check=False)
+    assert remember.returncode == 3 and "wait for their vectors" in remember.stderr
+    assert "fact 1 stated" in remember.stdout
     bad_k = cli("search", base, "q", "--top-k", "0", check=False)
     assert bad_k.returncode == 2 and "INVALID_REQUEST" in bad_k.stderr
-    for run in (dense, missing, wrong, bad_k):
+    for run in (index, dense, remember, bad_k):
         assert "Traceback" not in run.stderr
+
+
+def test_index_with_its_model_answering_exits_0(example_base_file, tmp_path):
+    base = tmp_path / "handbook.db"
+    shutil.copy(example_base_file, base)
+    done = cli("index", str(base))
+    assert "0 without a vector" in done.stdout
+
+
+def test_a_base_being_indexed_elsewhere_exits_4(example_base_file, tmp_path):
+    base = tmp_path / "handbook.db"
+    shutil.copy(example_base_file, base)
+    with IndexerLock(base):
+        busy = cli("index", str(base), check=False)
+        found = cli("search", str(base), "Xid 79", "--mode", "keyword")  # searches still answer
+    assert busy.returncode == 4 and "BASE_BUSY" in busy.stderr
+    assert "gpu-troubleshooting" in found.stdout
+
+
+def test_the_lock_file_beside_a_base_is_explained():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "BASE.lock" in readme
 
 
 def test_a_model_option_without_its_provider_is_refused_before_a_base_is_made(tmp_path):
