@@ -182,3 +182,8 @@ def test_gelu_matches_the_exact_erf_form():
     twice = x.copy()
     bert.gelu2_(twice)
     np.testing.assert_allclose(twice / 2, expected, atol=1e-6, rtol=0)
+
+
+def test_a_lone_surrogate_reads_as_a_space(model):
+    vectors = model.embed(["vacation \ud800days", "vacation days"])
+    assert np.allclose(vectors[0], vectors[1], atol=1e-5)

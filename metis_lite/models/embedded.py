@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -120,14 +121,20 @@ class EmbeddedEmbedder:
         return self._runner.run(sequences, head)
 
     def encode(self, texts: Sequence[str]) -> list[Any]:
-        """Each text's tokens as the model reads them (`.ids`, `.type_ids`), truncated."""
-        return self._tokenizer.encode_batch(list(texts))
+        """Each text's tokens as the model reads them (`.ids`, `.type_ids`), truncated.
+
+        A lone surrogate (Python strings and JSON may carry one) is read as a space, as the
+        e5 tokenizer does: `tokenizers` would refuse the whole batch."""
+        return self._tokenizer.encode_batch([_LONE_SURROGATE.sub(" ", text) for text in texts])
 
     def close(self) -> None:
         self._runner.close()
 
     def __repr__(self) -> str:
         return f"EmbeddedEmbedder({self.name!r}, dimension={self.dimension})"
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _mean_pool(hidden: np.ndarray, starts: np.ndarray) -> np.ndarray:
