@@ -142,7 +142,10 @@ def test_six_remember_commands_at_once_all_succeed(team):
     for command in commands:
         out, err = command.communicate(timeout=120)
         assert command.returncode in (0, 3), err  # 3: stored, its vector waits for the model
-        assert "Traceback" not in err and out.count("fact ") == 5
+        # One line per fact; a fact stated a moment before another process's, but written
+        # after it, is born replaced ("fact 9 …: already replaced by fact 10"), as it should.
+        assert "Traceback" not in err
+        assert sum(line.startswith("fact ") for line in out.splitlines()) == 5, out
     with Base(team.path) as base:
         assert_one_chain(base, "shared", 30)
 
