@@ -22,6 +22,7 @@ from typing import Any
 
 from metis_lite.base import Base
 from metis_lite.errors import InvalidRequest, MetisError
+from metis_lite.escapes import escape_controls
 from metis_lite.evaluation import beir, saved
 from metis_lite.evaluation.bases import BaseChoice, open_beir_base
 from metis_lite.evaluation.runner import DEEP_K, EvalReport, evaluate, parse_modes, resolve
@@ -229,7 +230,8 @@ def _print(args: argparse.Namespace, out: dict[str, Any]) -> None:
         for warning in out["warnings"]:
             where = f"{warning['mode']}: " if "mode" in warning else ""
             count = f" ({warning['questions']} questions)" if "questions" in warning else ""
-            print(f"warning: {where}{warning['message']}{count}", file=sys.stderr)
+            line = f"warning: {where}{warning['message']}{count}"
+            print(escape_controls(line), file=sys.stderr)
 
 
 def human(out: dict[str, Any]) -> str:
@@ -239,23 +241,24 @@ def human(out: dict[str, Any]) -> str:
     origin = e["origin"] if e["kind"] == "saved" else f"{kind} {e['origin']}"
     how = "built now" if b["built"] else "reused" if b["where"] != "given" else "as it is"
     where = "" if b["where"] == "given" else f", a cache {b['where']}"
+    width = max(8, *(len(mode) for mode in out["modes"]))  # hybrid:relative is 15
     lines = [
         f"{e['name']}: {e['questions']} questions ({origin})",
         f"base {b['path']} ({how}{where}): {b['documents']} documents, {b['chunks']} chunks · "
         f"embedding {b['embedding']} · chunk size {b['chunk_size']} · "
         f"reranker {b['reranker'] or 'none'}",
         "",
-        f"{'mode':<8} {'nDCG@' + str(k):>8} {'recall@' + str(k):>10} {'recall@' + str(DEEP_K):>11}"
+        f"{'mode':<{width}} {'nDCG@' + str(k):>8} {'recall@' + str(k):>10} {'recall@' + str(DEEP_K):>11}"
         f" {'MRR@' + str(k):>7} {'questions':>10} {'ms/search':>10}",
     ]
     for mode, m in out["modes"].items():
         lines.append(
-            f"{mode:<8} {m[f'ndcg@{k}']:>8.4f} {m[f'recall@{k}']:>10.4f}"
+            f"{mode:<{width}} {m[f'ndcg@{k}']:>8.4f} {m[f'recall@{k}']:>10.4f}"
             f" {m[f'recall@{DEEP_K}']:>11.4f} {m[f'mrr@{k}']:>7.4f} {m['queries']:>10}"
             f" {m['ms_per_search']:>10.1f}"
         )
     for s in out["skipped"]:
-        lines.append(f"{s['mode']:<8} not run: {s['code']}: {s['message']}")
+        lines.append(f"{s['mode']:<{width}} not run: {s['code']}: {s['message']}")
     if out.get("previous") is not None:
         lines += _change_lines(out, k)
     for c in out["comparisons"]:
@@ -272,7 +275,8 @@ def human(out: dict[str, Any]) -> str:
             )
             lines.append(f"  {ex['better']} better: {ex['question']!r} → {ex['expected']}: {ranks}")
             lines.append(f"      {ex['why']}")
-    return "\n".join(lines)
+    # Questions and document names come from the evaluation set: shown, never obeyed.
+    return "\n".join(escape_controls(line) for line in lines)
 
 
 def _change_lines(out: dict[str, Any], k: int) -> list[str]:

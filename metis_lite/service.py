@@ -23,6 +23,7 @@ import apsw
 
 from metis_lite.base import Base, BaseStatus
 from metis_lite.errors import BaseBusy, BaseNotFound, InvalidRequest, MetisError
+from metis_lite.escapes import escape_controls
 from metis_lite.ingest import IndexReport
 from metis_lite.multi import SEARCH_THREADS, MultiAnswer, search_base, search_bases
 from metis_lite.records import Answer, Filters
@@ -43,7 +44,9 @@ Log = Callable[[str], None]
 
 
 def log_stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
+    """A log line as an admin's terminal shows it: file names and messages escaped, never
+    obeyed (escapes.py)."""
+    print(escape_controls(line), file=sys.stderr, flush=True)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -105,3 +105,11 @@ def test_human_output_shows_escapes_and_json_keeps_the_text(hostile_base):
     assert f"{CLEAR_SCREEN}Quarterly{SET_TITLE} report" in titles
     listed = json.loads(cli("facts", base, "--json").stdout)["facts"]
     assert listed[0]["text"] == f"The zeppelin code is {SET_TITLE}{CLEAR_SCREEN}42"
+
+
+def test_the_services_log_lines_are_escaped(capsys):
+    """The service logs file names (a skipped file's reason) to an admin's terminal."""
+    from metis_lite.service import log_stderr
+
+    log_stderr("skipped docs/\x1b]0;pwned\x07.md: no text")
+    assert capsys.readouterr().err == "skipped docs/\\x1b]0;pwned\\x07.md: no text\n"

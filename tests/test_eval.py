@@ -8,6 +8,7 @@ import contextlib
 import io
 import json
 import math
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -250,6 +251,30 @@ def test_human_report_names_the_base_and_the_table(tmp_path):
     run = eval_cli(str(folder), "--base", str(base_path), "--modes", "keyword", "--k", "3")
     assert f"base {base_path} (built now)" in run.stdout
     assert "nDCG@3" in run.stdout and "recall@100" in run.stdout and "keyword" in run.stdout
+
+
+def test_the_table_aligns_long_mode_names(tmp_path):
+    folder = write_beir(tmp_path / "tiny")
+    base_path = tmp_path / "tiny.db"
+    words_only_base(base_path).close()
+    run = eval_cli(str(folder), "--base", str(base_path), "--modes", "keyword,hybrid:relative")
+    table = [
+        line for line in run.stdout.splitlines() if re.match(r"(mode|keyword|hybrid\S*) {2,}", line)
+    ]
+    assert len(table) == 3, run.stdout
+    assert len({len(line) for line in table}) == 1, table  # every column ends where its head does
+
+
+def test_a_document_name_in_an_evaluation_file_cannot_drive_the_terminal(tmp_path):
+    base_path = tmp_path / "handbook.db"
+    with words_only_base(base_path, EXAMPLES) as base:
+        base.index()
+    evil = tmp_path / "evil.jsonl"
+    line = {"question": "vacation days", "expected": [{"document": "x\x1b]0;pwned\x07.md"}]}
+    evil.write_text(json.dumps(line) + "\n", encoding="utf-8")
+    run = eval_cli(str(evil), "--base", str(base_path), "--modes", "keyword")
+    assert "\x1b" not in run.stdout + run.stderr
+    assert "x\\x1b]0;pwned\\x07.md" in run.stderr  # shown, escaped, in the warning
 
 
 def test_markdown_escapes_keep_a_record_one_section():
