@@ -55,6 +55,7 @@ WHY = re.compile(
     r"|close in meaning \(#\d+\); its words do not match — it says the same thing in other words)"
     r"; the reranker scored it -?\d+\.\d{3}$"
 )
+CHINESE_TEXT = "北京的天气很冷。东京的天气很好,大阪下雨。"
 MARKUP_TEXT = (
     'Error <img src="x" id="injected"> and <b>Xid 79</b> on gpu-17 means the card fell off the bus.'
 )
@@ -167,6 +168,7 @@ def bases(example_base_file, reranker, tmp_path_factory) -> tuple[Path, Path]:
     notes.mkdir()
     shutil.copy(EXAMPLES / "policies" / "leave.md", notes / "leave.md")
     (notes / "gpu-errors.txt").write_text(MARKUP_TEXT + "\n")
+    (notes / "weather.txt").write_text(CHINESE_TEXT + "\n", encoding="utf-8")
     model = FakeTEI()
     down = folder / "down.db"
     try:
@@ -579,3 +581,16 @@ def test_slash_goes_to_the_question_and_enter_searches(page):
     page.type("#prefix", "x")  # "/" typed in a field is a character, not a shortcut
     page.press("/")
     assert page.execute("return document.querySelector('#prefix').value") == "x/"
+
+
+def test_words_of_a_language_without_spaces_are_highlighted_as_the_index_reads_them(page):
+    """天气 is one bigram of the words index: its two characters are marked wherever they
+    stand together, not the whole sentence (a run with no space) and not 天 alone."""
+    page.execute("document.querySelector('#mode').value = 'keyword'")
+    search(page, "明天的天气", bases=("down",))
+    marked = page.execute(
+        "return [...document.querySelectorAll('#results .result:first-child .text:not(.whole) mark')]"
+        ".map(m => m.textContent)"
+    )
+    assert "weather.txt" in page.text("#results .result:first-child .doc")
+    assert marked == ["的天气", "的天气"], marked

@@ -20,9 +20,17 @@ export function el(tag, options = {}, ...children) {
   return node;
 }
 
-// -- Words, as the spec's "By words" reads them (mirrors metis_lite/tokenizer.py) -------------
+// -- Words, as the words index reads them (mirrors metis_lite/tokenizer.py, word rules 2) -----
+//
+// A word is a run of letters and digits with the marks written on them, compared folded. Runs of
+// scripts written without spaces (Han, Kana, Hangul, Thai, Lao, Khmer, Myanmar) are cut into
+// overlapping bigrams of letters (with their marks), a lone letter of them kept: 东京的天气 →
+// 东京 京的 的天 天气. A highlight marks the letters of each bigram the question holds.
 
-const WORD = /[\p{L}\p{N}]+/gu;
+const WORD = /[\p{L}\p{N}][\p{L}\p{M}\p{N}]*/gu;
+const LETTER = /[\p{L}\p{N}]\p{M}*/gu;
+const BIGRAMMED =
+  /^[\p{sc=Han}\p{sc=Hiragana}\p{sc=Katakana}\p{sc=Hangul}\p{sc=Thai}\p{sc=Lao}\p{sc=Khmer}\p{sc=Myanmar}]/u;
 const MARKS = /\p{M}+/gu;
 const FOLD_TABLE = { "ß": "ss", "æ": "ae", "œ": "oe", "ø": "o", "đ": "d", "ł": "l", "ı": "i" };
 const FOLD_CHARS = new RegExp(`[${Object.keys(FOLD_TABLE).join("")}]`, "gu");
@@ -42,20 +50,64 @@ function keep(word) {
   return word.length > 1 || /^\p{N}$/u.test(word);
 }
 
-/** The words of a text, folded, as a search by words compares them. */
-export function wordsOf(text) {
-  return (fold(text).match(WORD) || []).filter(keep);
+/** A run's letters (each with its marks) in groups: those of bigrammed scripts apart. */
+function groups(run) {
+  const found = [];
+  for (const m of run.matchAll(LETTER)) {
+    const letter = { start: m.index, end: m.index + m[0].length, text: m[0] };
+    const bigrammed = BIGRAMMED.test(m[0]);
+    const last = found[found.length - 1];
+    if (last && last.bigrammed === bigrammed) last.letters.push(letter);
+    else found.push({ bigrammed, letters: [letter] });
+  }
+  return found;
 }
 
-/** The text with each word the question holds (compared folded) wrapped in <mark>. */
+/** A group's words: the folded word, or its bigrams (a lone letter stays itself). */
+function groupWords(group) {
+  const texts = group.letters.map((l) => l.text);
+  if (!group.bigrammed) return (fold(texts.join("")).match(/[\p{L}\p{N}]+/gu) || []).filter(keep);
+  if (texts.length === 1) return [fold(texts[0])];
+  return texts.slice(1).map((text, i) => fold(texts[i] + text));
+}
+
+/** The words of a text, folded, as a search by words compares them. */
+export function wordsOf(text) {
+  return [...text.matchAll(WORD)].flatMap((m) => groups(m[0]).flatMap(groupWords));
+}
+
+/** Which letters of a group the question's words cover. */
+function covered(group, words) {
+  const letters = group.letters;
+  if (!group.bigrammed || letters.length === 1) {
+    return letters.map(() => groupWords(group).some((w) => words.has(w)));
+  }
+  const hit = letters.map(() => false);
+  for (let i = 0; i + 1 < letters.length; i++) {
+    if (words.has(fold(letters[i].text + letters[i + 1].text))) hit[i] = hit[i + 1] = true;
+  }
+  return hit;
+}
+
+/** The text with what the question's words match (compared folded) wrapped in <mark>. */
 export function highlighted(text, words) {
   const out = document.createDocumentFragment();
   let at = 0;
   for (const match of text.matchAll(WORD)) {
-    if (!wordsOf(match[0]).some((w) => words.has(w))) continue;
-    if (match.index > at) out.append(text.slice(at, match.index));
-    out.append(el("mark", {}, match[0]));
-    at = match.index + match[0].length;
+    for (const group of groups(match[0])) {
+      const hit = covered(group, words);
+      for (let i = 0; i < hit.length; i++) {
+        if (!hit[i]) continue;
+        let j = i;
+        while (j + 1 < hit.length && hit[j + 1]) j++;
+        const start = match.index + group.letters[i].start;
+        const end = match.index + group.letters[j].end;
+        if (start > at) out.append(text.slice(at, start));
+        out.append(el("mark", {}, text.slice(start, end)));
+        at = end;
+        i = j;
+      }
+    }
   }
   if (at < text.length) out.append(text.slice(at));
   return out;
