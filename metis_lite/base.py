@@ -16,7 +16,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from metis_lite import ingest, keyword, languages, memory
 from metis_lite.chunking import check_chunk_size
@@ -168,7 +168,7 @@ class Base:
         self,
         *,
         embedding: Mapping[str, Any] | None = None,
-        reranker: Mapping[str, Any] | None | bool = False,
+        reranker: Mapping[str, Any] | None | Literal[False] = False,
         chunk_size: int | None = None,
         kind: str | None = None,
         reembed: bool = False,

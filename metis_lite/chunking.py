@@ -127,7 +127,9 @@ def _finders(chunk_size: int) -> tuple[Finder, ...]:
 def _spans(text: str, chunk_size: int, finders: tuple[Finder, ...]) -> list[tuple[int, int]]:
     out: list[tuple[int, int]] = []
     stop = len(text.rstrip())
-    start = _SPACE.match(text).end()
+    space = _SPACE.match(text)
+    assert space is not None  # \s* matches anywhere
+    start = space.end()
     while start < stop:
         if stop - start <= chunk_size:
             out.append((start, stop))
@@ -137,7 +139,9 @@ def _spans(text: str, chunk_size: int, finders: tuple[Finder, ...]) -> list[tupl
         while text[end - 1].isspace():
             end -= 1
         out.append((start, end))
-        start = _SPACE.match(text, cut).end()
+        space = _SPACE.match(text, cut)
+        assert space is not None
+        start = space.end()
     return out
 
 

@@ -46,9 +46,11 @@ def connect(path: str | os.PathLike[str], *, readonly: bool = False) -> apsw.Con
     try:
         connection = apsw.Connection(name, flags=flags)
         connection.set_busy_timeout(BUSY_TIMEOUT_MS)
-        objects, is_base = connection.execute(
+        row = connection.execute(
             "SELECT count(*), count(*) FILTER (WHERE name = 'meta') FROM sqlite_schema"
         ).fetchone()
+        assert row is not None  # count(*) always returns a row
+        objects, is_base = row
         tokenizer.register(connection)
         connection.execute("PRAGMA foreign_keys = ON")
         if not readonly and (is_base or not objects):

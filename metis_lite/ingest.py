@@ -22,7 +22,7 @@ import hashlib
 import os
 import stat
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -234,7 +234,7 @@ def _index_sources(
 
 
 def _covering(
-    source_id: int, folder: str, folders: list[tuple[int, str, str | None]]
+    source_id: int, folder: str, folders: Sequence[tuple[int, str, str | None]]
 ) -> str | None:
     """The name of another folder source holding this one (or an earlier one with the same
     folder), whose run indexes its files: two sources never index the same file."""

@@ -57,7 +57,7 @@ UNDECIDED = "undecided"
 """The language of Latin text no FUNCTION_WORDS list claims."""
 
 # fmt: off
-SCRIPT_RANGES: tuple[tuple[int, int, str], ...] = (
+SCRIPT_RANGES: tuple[tuple[int, int, str | None], ...] = (
     # (first, last, script), inclusive; later rows win where they overlap (digits carved out).
     (0x0041, 0x005A, "Latin"), (0x0061, 0x007A, "Latin"), (0x00AA, 0x00AA, "Latin"),
     (0x00BA, 0x00BA, "Latin"), (0x00C0, 0x00D6, "Latin"), (0x00D8, 0x00F6, "Latin"),

@@ -21,7 +21,7 @@ import asyncio
 import concurrent.futures
 import json
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any
 
 import anyio
@@ -274,7 +274,7 @@ class McpHttp:
             await answered.wait()
             return {"type": "http.disconnect"}
 
-        async def send(message: dict[str, Any]) -> None:
+        async def send(message: MutableMapping[str, Any]) -> None:
             nonlocal status, out_headers
             if message["type"] == "http.response.start":
                 status = message["status"]

@@ -177,8 +177,9 @@ def list_facts(
         " LIMIT ? OFFSET ?",
         (limit, offset),
     )
-    total = store.db.execute(f"SELECT count(*) FROM facts WHERE {where}").fetchone()[0]
-    return [_fact(r) for r in rows], int(total)
+    total = store.db.execute(f"SELECT count(*) FROM facts WHERE {where}").fetchone()
+    assert total is not None  # count(*) always returns a row
+    return [_fact(r) for r in rows], int(total[0])
 
 
 def facts_of_chunks(store: Store, chunk_ids: Sequence[int]) -> dict[int, Fact]:

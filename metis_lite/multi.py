@@ -27,6 +27,7 @@ import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 from metis_lite.base import Base
 from metis_lite.errors import InvalidRequest, MetisError
@@ -124,7 +125,7 @@ def search_bases(
     if executor is None:
         own = executor = ThreadPoolExecutor(min(SEARCH_THREADS, len(named)))
     try:
-        options = dict(mode=mode, top_k=top_k, rerank=rerank, filters=filters)
+        options: dict[str, Any] = dict(mode=mode, top_k=top_k, rerank=rerank, filters=filters)
         futures = {
             name: executor.submit(search_base, base, question, **options)
             for name, base in named.items()

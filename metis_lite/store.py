@@ -75,6 +75,14 @@ def now_iso() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _one(cursor: apsw.Cursor) -> Any:
+    """The row a query always returns (an aggregate's, a PRAGMA's); StoreError if none came."""
+    row = cursor.fetchone()
+    if row is None:
+        raise StoreError("a query that always returns a row returned none")
+    return row
+
+
 def vector_blob(vector: np.ndarray) -> bytes:
     """float32 little-endian, the layout sqlite-vec's functions read."""
     return np.ascontiguousarray(vector, dtype="<f4").tobytes()
@@ -104,6 +112,8 @@ class ChunkRow:
 
 class Store:
     """One connection to one base file, and the operations on it."""
+
+    _df_cache: dict[str, int]  # document_frequencies: chunks holding each word
 
     def __init__(self, path: str | os.PathLike[str], *, create: bool = False) -> None:
         self.path = Path(path)
@@ -209,7 +219,7 @@ class Store:
                 except (apsw.ReadOnlyError, apsw.BusyError):
                     pass
             return
-        other = self.db.execute("SELECT count(*) FROM sqlite_schema").fetchone()[0]
+        other = _one(self.db.execute("SELECT count(*) FROM sqlite_schema"))[0]
         if other or not create:
             raise NotABase(f"{self.path} is an SQLite file but not a metis-lite base")
         with self._transaction():
@@ -226,7 +236,7 @@ class Store:
         """The word rules the base's words index was built with (tokenizer.VERSIONS), as its
         declaration names them; read again only when the schema changes (rebuild_words here or
         in another process)."""
-        cookie = self.db.execute("PRAGMA schema_version").fetchone()[0]
+        cookie = _one(self.db.execute("PRAGMA schema_version"))[0]
         if getattr(self, "_words_cookie", None) != cookie:
             row = self.db.execute(
                 "SELECT sql FROM sqlite_schema WHERE name = 'chunks_fts'"
@@ -261,7 +271,7 @@ class Store:
             self.db.execute(
                 "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
             )
-            return int(self.db.execute("SELECT count(*) FROM chunks").fetchone()[0])
+            return int(_one(self.db.execute("SELECT count(*) FROM chunks"))[0])
 
     def _missing_objects(self) -> set[str]:
         wanted = set(_SCHEMA_OBJECT.findall(schema_sql()))
@@ -302,7 +312,7 @@ class Store:
         new folder; SOURCE_OVERLAP when the folder lies inside another source or holds one (its
         files would be indexed twice). Paths are compared as given: resolve them first."""
         with self._transaction():
-            rows = self.db.execute("SELECT id, name, path FROM sources").fetchall()
+            rows: list[Any] = self.db.execute("SELECT id, name, path FROM sources").fetchall()
             if path is not None:
                 _check_no_overlap(path, [(n, p) for _, n, p in rows if n != name and p])
             row = next((r for r in rows if r[1] == name), None)
@@ -433,7 +443,7 @@ class Store:
         return self.db.execute(f"SELECT {columns} FROM facts WHERE {where}", params).fetchall()
 
     def next_fact_id(self) -> int:
-        return int(self.db.execute("SELECT coalesce(max(id), 0) + 1 FROM facts").fetchone()[0])
+        return int(_one(self.db.execute("SELECT coalesce(max(id), 0) + 1 FROM facts"))[0])
 
     def insert_fact(
         self,
@@ -538,19 +548,19 @@ class Store:
 
         One `b"".join` and one `np.frombuffer` by the caller: no per-row arrays (MEASURED.md).
         """
-        rows = self.db.execute(
+        rows: list[Any] = self.db.execute(
             "SELECT seq, chunk_id, embedding FROM vectors WHERE seq > ? AND model = ? ORDER BY seq",
             (seq, model),
         ).fetchall()
         if not rows:
-            last = self.db.execute("SELECT coalesce(max(seq), 0) FROM vectors").fetchone()[0]
+            last = _one(self.db.execute("SELECT coalesce(max(seq), 0) FROM vectors"))[0]
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.uint8), max(int(last), seq)
         ids = np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows))
         blob = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.uint8)
         return ids, blob, int(rows[-1][0])
 
     def removals_since(self, seq: int) -> tuple[list[int], int]:
-        rows = self.db.execute(
+        rows: list[Any] = self.db.execute(
             "SELECT seq, chunk_id FROM vector_removals WHERE seq > ? ORDER BY seq", (seq,)
         ).fetchall()
         if not rows:
@@ -558,9 +568,7 @@ class Store:
         return [r[1] for r in rows], int(rows[-1][0])
 
     def last_removal_seq(self) -> int:
-        return int(
-            self.db.execute("SELECT coalesce(max(seq), 0) FROM vector_removals").fetchone()[0]
-        )
+        return int(_one(self.db.execute("SELECT coalesce(max(seq), 0) FROM vector_removals"))[0])
 
     def document_frequencies(self, words: Sequence[str]) -> tuple[int, dict[str, int]]:
         """(chunks in the base, chunks holding each word), from FTS5's own vocabulary; cached
@@ -568,7 +576,7 @@ class Store:
         key = (self.data_version(), self.db.total_changes())
         if getattr(self, "_df_key", None) != key:
             self._df_key, self._df_cache = key, {}
-            self._df_total = int(self.db.execute("SELECT count(*) FROM chunks").fetchone()[0])
+            self._df_total = int(_one(self.db.execute("SELECT count(*) FROM chunks"))[0])
             self.db.execute(
                 "CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunks_vocab"
                 " USING fts5vocab(main, chunks_fts, row)"
@@ -586,7 +594,7 @@ class Store:
 
     def data_version(self) -> int:
         """Changes when another connection commits (PRAGMA data_version)."""
-        return int(self.db.execute("PRAGMA data_version").fetchone()[0])
+        return int(_one(self.db.execute("PRAGMA data_version"))[0])
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -611,10 +619,12 @@ class Store:
         key = (self.data_version(), self.db.total_changes())
         if getattr(self, "_generation_key", None) != key:
             self._generation_key = key
-            self._generation = self.db.execute(
-                "SELECT (SELECT count(*) FROM chunks),"
-                " coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'chunks'), 0)"
-            ).fetchone()
+            self._generation = _one(
+                self.db.execute(
+                    "SELECT (SELECT count(*) FROM chunks),"
+                    " coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'chunks'), 0)"
+                )
+            )
         return self._generation
 
     def chunk_sample(self, n: int, chars: int) -> list[str]:
@@ -645,7 +655,7 @@ class Store:
         return np.fromiter((r[0] for r in rows), dtype=np.int64)
 
     def counts(self) -> dict[str, int]:
-        one = lambda sql: int(self.db.execute(sql).fetchone()[0])  # noqa: E731
+        one = lambda sql: int(_one(self.db.execute(sql))[0])  # noqa: E731
         return {
             "sources": one("SELECT count(*) FROM sources"),
             "documents": one("SELECT count(*) FROM documents"),
@@ -655,7 +665,7 @@ class Store:
 
     def chunks_with_vector(self, model: str) -> int:
         return int(
-            self.db.execute("SELECT count(*) FROM vectors WHERE model = ?", (model,)).fetchone()[0]
+            _one(self.db.execute("SELECT count(*) FROM vectors WHERE model = ?", (model,)))[0]
         )
 
     def kinds(self) -> dict[str, int]:

@@ -163,6 +163,7 @@ def _read_json(path: Path) -> Any:
 
 def _module_folders(folder: Path) -> tuple[Path, Path | None]:
     """(the encoder's folder, the pooling module's folder or None), from modules.json."""
+    pooling: Path | None
     modules_file = folder / "modules.json"
     if not modules_file.is_file():
         pooling = folder / "1_Pooling"
