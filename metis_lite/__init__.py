@@ -23,6 +23,7 @@ _EXPORTS = {
     "Base": "metis_lite.base",
     "BaseStatus": "metis_lite.base",
     "Citation": "metis_lite.records",
+    "Fact": "metis_lite.records",
     "Filters": "metis_lite.records",
     "IndexReport": "metis_lite.ingest",
     "MetisError": "metis_lite.errors",

@@ -378,7 +378,7 @@ class Base:
             fusion=self.spec.fusion or FUSION,
             base=self.name,
             memory_order=memory.holding_first if self.spec.is_memory else None,
-            annotate=memory.annotate,
+            facts_of=memory.facts_of_chunks,
             language_warning=self.language_warning,
         )
         answer = search(

@@ -232,9 +232,8 @@ def cmd_search(args: argparse.Namespace) -> int:
     for n, result in enumerate(answer.results, start=1):
         c = result.citation
         _say(f"{n}. {c.title} — {citation_text(c)}")
-        fact = result.extra.get("fact")
-        if isinstance(fact, dict) and not fact.get("holds", True):
-            _say(f"   {replaced_text(fact['replaced_by'], fact['replaced_at'])}")
+        if result.fact is not None and not result.fact.holds:
+            _say(f"   {replaced_text(result.fact.replaced_by, result.fact.replaced_at)}")
         if c.headings:
             _say(f"   {' > '.join(c.headings)}")
         _say(f"   {c.snippet}")
@@ -365,7 +364,7 @@ def cmd_sources(args: argparse.Namespace) -> int:
 
 def cmd_remember(args: argparse.Namespace) -> int:
     from metis_lite.base import Base
-    from metis_lite.memory import fact_json
+    from metis_lite.serialize import fact_to_json
 
     with Base.open(args.base) as base:
         fact = base.remember(
@@ -377,7 +376,7 @@ def cmd_remember(args: argparse.Namespace) -> int:
         )
         waiting = base.store.counts()["chunks"] - base.store.chunks_with_vector(base.model_label)
     if args.json:
-        _print_json(fact_json(fact))
+        _print_json(fact_to_json(fact))
     else:
         state = "holds" if fact.holds else f"already replaced by fact {fact.replaced_by}"
         _say(f"fact {fact.id} stated {fact.stated_at}: {state}")
@@ -392,14 +391,14 @@ def cmd_remember(args: argparse.Namespace) -> int:
 
 def cmd_facts(args: argparse.Namespace) -> int:
     from metis_lite.base import Base
-    from metis_lite.memory import fact_json
+    from metis_lite.serialize import fact_to_json
 
     with Base.open(args.base) as base:
         facts, total = base.facts(offset=args.offset, limit=args.limit)
     if args.json:
         _print_json(
             {
-                "facts": [fact_json(f) for f in facts],
+                "facts": [fact_to_json(f) for f in facts],
                 "total": total,
                 "offset": args.offset,
                 "limit": args.limit,

@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from metis_lite.errors import InvalidRequest
-from metis_lite.records import Chunk, Hit
+from metis_lite.records import Chunk, Fact, Hit
 from metis_lite.store import Store
 
 NOTE_KIND = "note"
@@ -31,21 +30,6 @@ STATED_AT_FUTURE_TOLERANCE_S = 300
 post facts differ by seconds, rarely minutes. Later than that is refused."""
 
 _TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
-
-
-@dataclass(frozen=True)
-class Fact:
-    id: int
-    text: str
-    stated_at: str
-    subject: str | None
-    key: str | None
-    replaced_by: int | None
-    replaced_at: str | None
-
-    @property
-    def holds(self) -> bool:
-        return self.replaced_by is None
 
 
 def notes_source(base_name: str) -> str:
@@ -202,21 +186,3 @@ def holding_first(store: Store, hits: list[Hit]) -> list[Hit]:
     return [h for h in hits if h.chunk_id not in replaced] + [
         h for h in hits if h.chunk_id in replaced
     ]
-
-
-def annotate(store: Store, chunk_ids: Sequence[int]) -> dict[int, dict[str, object]]:
-    """What a fact's result adds to its citation: its date, whether it holds, what replaced it."""
-    return {c: {"fact": fact_json(f)} for c, f in facts_of_chunks(store, chunk_ids).items()}
-
-
-def fact_json(fact: Fact) -> dict[str, object]:
-    return {
-        "id": fact.id,
-        "text": fact.text,
-        "stated_at": fact.stated_at,
-        "subject": fact.subject,
-        "key": fact.key,
-        "holds": fact.holds,
-        "replaced_by": fact.replaced_by,
-        "replaced_at": fact.replaced_at,
-    }

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
@@ -96,6 +96,23 @@ class Scores:
 
 
 @dataclass(frozen=True)
+class Fact:
+    """A fact of a memory base (memory.py): what was stated when, and what replaced it."""
+
+    id: int
+    text: str
+    stated_at: str
+    subject: str | None
+    key: str | None
+    replaced_by: int | None
+    replaced_at: str | None
+
+    @property
+    def holds(self) -> bool:
+        return self.replaced_by is None
+
+
+@dataclass(frozen=True)
 class Result:
     chunk_id: int
     score: float
@@ -103,7 +120,7 @@ class Result:
     citation: Citation
     scores: Scores
     base: str | None = None
-    extra: dict[str, object] = field(default_factory=dict)
+    fact: Fact | None = None  # the fact a memory's note states (its date, whether it holds)
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from metis_lite.models.base import Embedder, Reranker
 from metis_lite.records import (
     Answer,
     Citation,
+    Fact,
     Filters,
     Hit,
     Result,
@@ -58,8 +59,8 @@ from metis_lite.tokenizer import tokens
 MemoryOrder = Callable[[Store, list[Hit]], list[Hit]]
 """Step 6's seam: reorders a memory's results (facts that hold first); identity elsewhere."""
 
-Annotate = Callable[[Store, Sequence[int]], dict[int, dict[str, object]]]
-"""What a result adds beside its citation, by chunk id (a fact's date and state)."""
+FactsOf = Callable[[Store, Sequence[int]], dict[int, Fact]]
+"""The fact behind each chunk that is one, by chunk id (a memory's notes)."""
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,7 @@ class SearchContext:
     query_prefix: str = ""
     fusion: str = FUSION
     memory_order: MemoryOrder | None = None
-    annotate: Annotate | None = None
+    facts_of: FactsOf | None = None
     base: str | None = None
     language_warning: Callable[[], Warning | None] | None = None  # issue 12: model vs. base text
 
@@ -291,7 +292,7 @@ def _cite(
     words = {h.chunk_id: h for h in keyword_hits}
     fused_by_id = {h.chunk_id: h for h in fused}
     terms = list(dict.fromkeys(tokens(question)))
-    extras = ctx.annotate(ctx.store, [hit.chunk_id for hit in hits]) if ctx.annotate else {}
+    facts = ctx.facts_of(ctx.store, [hit.chunk_id for hit in hits]) if ctx.facts_of else {}
     results = []
     for hit in hits:
         row = rows.get(hit.chunk_id)
@@ -325,7 +326,7 @@ def _cite(
                 citation,
                 scores,
                 base=ctx.base,
-                extra=extras.get(hit.chunk_id, {}),
+                fact=facts.get(hit.chunk_id),
             )
         )
     return results

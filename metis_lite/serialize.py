@@ -11,10 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 from metis_lite.base import BaseStatus
 from metis_lite.ingest import IndexReport
-from metis_lite.records import Answer, Result, SourceInfo, Took
+from metis_lite.records import Answer, Fact, Result, SourceInfo, Took
 
 if TYPE_CHECKING:
-    from metis_lite.memory import Fact
     from metis_lite.multi import MultiAnswer
 
 SCORE_DIGITS = 6
@@ -49,7 +48,8 @@ def result_to_json(result: Result) -> dict[str, Any]:
     }
     if result.base is not None:
         out["base"] = result.base
-    out.update(result.extra)
+    if result.fact is not None:
+        out["fact"] = fact_to_json(result.fact)
     return out
 
 

@@ -46,7 +46,7 @@ def team(memory_file, tmp_path):
 
 
 def holds(result) -> bool:
-    return result.extra["fact"]["holds"]
+    return result.fact.holds
 
 
 def assert_holding_first(results):
@@ -93,7 +93,7 @@ def test_an_old_role_is_still_found(team):
     roles = [r for r in answer.results if "role" in r.text]
     assert roles[0].text.startswith("Ana's role is engineering manager")
     old = next(r for r in answer.results if r.text == "Ana's role is backend engineer.")
-    assert old.extra["fact"]["holds"] is False and old.extra["fact"]["replaced_by"] is not None
+    assert old.fact.holds is False and old.fact.replaced_by is not None
     assert old.citation.source == "metis-team" and old.citation.kind == "note"
 
 
@@ -107,7 +107,7 @@ def test_facts_are_a_source_like_any_other(team, tmp_path):
     assert only_notes.results and {r.citation.source for r in only_notes.results} == {"metis-team"}
     only_docs = team.search("Ana billing", filters=Filters(sources=("docs",)))
     assert {r.citation.document for r in only_docs.results} == {"ana.md"}
-    assert "fact" not in only_docs.results[0].extra
+    assert only_docs.results[0].fact is None
 
 
 def test_a_fact_added_elsewhere_is_found_by_the_next_search(team):
