@@ -15,9 +15,6 @@
 - `took` holds, per step, the slowest base (they ran side by side), and `total` the wall time;
 - each warning names its base, and an error of any base is the answer's error, its message
   prefixed with the base.
-
-A question is read up to its QUESTION_WORDS_MAX-th distinct word (`search_base` and
-`search_bases` both): past it, the rest is left out and the answer says so (QUESTION_CUT).
 """
 
 from __future__ import annotations
@@ -31,14 +28,8 @@ from typing import Any
 
 from metis_lite.base import Base
 from metis_lite.errors import InvalidRequest, MetisError
-from metis_lite.records import Answer, Filters, Result, Took, Warning
+from metis_lite.records import Answer, Filters, Result, Took
 from metis_lite.settings import TOP_K
-from metis_lite.tokenizer import token_spans
-
-QUESTION_WORDS_MAX = 64
-"""Distinct words of a question that are searched. A question is a sentence or a paragraph;
-the keyword stage costs time in proportion to its distinct words (3,000 took 1.8 s on a
-4,800-chunk base), while words past the first 64 change the ranking little."""
 
 SEARCH_THREADS = 4
 """Bases searched side by side when the caller gives no thread pool."""
@@ -65,44 +56,6 @@ class MultiAnswer:
     bases: tuple[str, ...]
 
 
-def bounded_question(question: str) -> tuple[str, Warning | None]:
-    """The question up to its QUESTION_WORDS_MAX-th distinct word, and the warning that says
-    what was left out (None when nothing was)."""
-    seen: set[str] = set()
-    for start, _, word in token_spans(question):
-        if word in seen:
-            continue
-        if len(seen) == QUESTION_WORDS_MAX:
-            kept = question[:start].rstrip()
-            return kept, Warning(
-                "QUESTION_CUT",
-                f"the question has more than {QUESTION_WORDS_MAX} distinct words: it was "
-                f"searched up to its {QUESTION_WORDS_MAX}th ({len(kept)} of "
-                f"{len(question)} characters)",
-            )
-        seen.add(word)
-    return question, None
-
-
-def search_base(
-    base: Base,
-    question: str,
-    *,
-    mode: str = "hybrid",
-    top_k: int = TOP_K,
-    rerank: bool = True,
-    filters: Filters = Filters(),
-) -> Answer:
-    """`base.search`, the question first bounded to QUESTION_WORDS_MAX distinct words."""
-    if not isinstance(question, str):
-        raise InvalidRequest("the question must be text")
-    bounded, cut = bounded_question(question)
-    answer = base.search(bounded, mode=mode, top_k=top_k, rerank=rerank, filters=filters)
-    if cut is None:
-        return answer
-    return dataclasses.replace(answer, warnings=(cut, *answer.warnings))
-
-
 def search_bases(
     bases: Sequence[Base] | Mapping[str, Base],
     question: str,
@@ -127,8 +80,7 @@ def search_bases(
     try:
         options: dict[str, Any] = dict(mode=mode, top_k=top_k, rerank=rerank, filters=filters)
         futures = {
-            name: executor.submit(search_base, base, question, **options)
-            for name, base in named.items()
+            name: executor.submit(base.search, question, **options) for name, base in named.items()
         }
         answers = []
         for name, future in futures.items():

@@ -46,6 +46,7 @@ from metis_lite.settings import (
     FUSIONS,
     KINDS,
     MODES,
+    QUESTION_WORDS_MAX,
     RERANK_MAX,
     RERANK_MIN,
     RERANK_PER_RESULT,
@@ -54,7 +55,7 @@ from metis_lite.settings import (
 )
 from metis_lite.snippet import snippet
 from metis_lite.store import ChunkRow, Store
-from metis_lite.tokenizer import tokens
+from metis_lite.tokenizer import token_spans, tokens
 
 MemoryOrder = Callable[[Store, list[Hit]], list[Hit]]
 """Step 6's seam: reorders a memory's results (facts that hold first); identity elsewhere."""
@@ -133,6 +134,8 @@ def search(
         warnings.append(Warning("EMPTY_QUESTION", "the question is empty: nothing to search for"))
     if warnings:
         return Answer(mode, False, tuple(warnings), Took(total=clock.total()), ())
+    question, cut = bounded_question(question)
+    warnings += [cut] if cut is not None else []
     n = candidates(top_k)
     allowed = ctx.store.filtered_chunk_ids(filters) if filters.active else None
     # Issue 15: filters that keep nothing say so (an unknown source, a prefix of no document).
@@ -200,6 +203,25 @@ def search(
     results = _cite(ctx, question, order[:top_k], dense_hits, keyword_hits, fused, rerank_scores)
     took["total"] = clock.total()
     return Answer(mode, reranked, tuple(warnings), Took(**took), tuple(results))
+
+
+def bounded_question(question: str) -> tuple[str, Warning | None]:
+    """The question up to its QUESTION_WORDS_MAX-th distinct word, and the warning that says
+    what was left out (None when nothing was)."""
+    seen: set[str] = set()
+    for start, _, word in token_spans(question):
+        if word in seen:
+            continue
+        if len(seen) == QUESTION_WORDS_MAX:
+            kept = question[:start].rstrip()
+            return kept, Warning(
+                "QUESTION_CUT",
+                f"the question has more than {QUESTION_WORDS_MAX} distinct words: it was "
+                f"searched up to its {QUESTION_WORDS_MAX}th ({len(kept)} of "
+                f"{len(question)} characters)",
+            )
+        seen.add(word)
+    return question, None
 
 
 def _empty_states(store: Store) -> list[Warning]:

@@ -25,7 +25,7 @@ from metis_lite.base import Base, BaseStatus
 from metis_lite.errors import BaseBusy, BaseNotFound, InvalidRequest, MetisError
 from metis_lite.escapes import escape_controls
 from metis_lite.ingest import IndexReport
-from metis_lite.multi import SEARCH_THREADS, MultiAnswer, search_base, search_bases
+from metis_lite.multi import SEARCH_THREADS, MultiAnswer, search_bases
 from metis_lite.records import Answer, Filters
 from metis_lite.settings import TOP_K
 from metis_lite.store import IndexerLock
@@ -248,8 +248,7 @@ class Service:
 
     def search(self, name: str, request: SearchRequest) -> Answer:
         """One base's answer, exactly as the CLI's --json prints it once serialized."""
-        return search_base(
-            self.base(name),
+        return self.base(name).search(
             request.question,
             mode=request.mode,
             top_k=request.top_k,

@@ -29,7 +29,7 @@ from metis_lite.base import Base
 from metis_lite.http.run import make_server
 from metis_lite.http.server import Limits, Server
 from metis_lite.http.wire import Response
-from metis_lite.multi import QUESTION_WORDS_MAX
+from metis_lite.settings import QUESTION_WORDS_MAX
 
 DEADLINE_S = 2.0
 """The served request deadline (--request-timeout): slow clients are cut off after this."""

@@ -11,8 +11,9 @@ from conftest import EXAMPLES, words_only_base
 import metis_lite
 from metis_lite import MultiAnswer, search_bases
 from metis_lite.errors import EmbeddingModelUnavailable, InvalidRequest
-from metis_lite.multi import QUESTION_WORDS_MAX, bounded_question, search_base
+from metis_lite.search import bounded_question
 from metis_lite.serialize import multi_answer_to_json
+from metis_lite.settings import QUESTION_WORDS_MAX
 
 
 @pytest.fixture(scope="module")
@@ -64,6 +65,9 @@ def test_a_long_question_is_searched_up_to_its_words_bound_with_a_warning(two_ba
     kept, cut = bounded_question(longer)
     assert kept == exact and cut is not None and cut.code == "QUESTION_CUT"
     one, _ = two_bases
-    answer = search_base(one, " ".join(f"w{n}" for n in range(3000)) + " travel", mode="keyword")
+    long_question = " ".join(f"w{n}" for n in range(3000)) + " travel"
+    answer = one.search(long_question, mode="keyword")  # the Python API and the CLI bound it too
     assert answer.warnings[0].code == "QUESTION_CUT"
-    assert search_base(one, "travel", mode="keyword").warnings == ()
+    assert one.search("travel", mode="keyword").warnings == ()
+    several = search_bases(list(two_bases), long_question, mode="keyword")
+    assert [w.code for w in several.warnings] == ["QUESTION_CUT", "QUESTION_CUT"]
