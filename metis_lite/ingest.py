@@ -17,10 +17,8 @@ changes while read is skipped and its indexed version kept: it may be whole agai
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import os
-import stat
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +27,7 @@ from pathlib import Path
 from metis_lite import parsing
 from metis_lite.chunking import chunk
 from metis_lite.errors import ModelAnswerInvalid, ModelError, ParseError
+from metis_lite.files import Unreadable, open_inside, read_all
 from metis_lite.models.base import Embedder
 from metis_lite.records import Warning
 from metis_lite.settings import EMBED_BATCH
@@ -37,20 +36,6 @@ from metis_lite.store import Store, StoredDocument
 
 Progress = Callable[[str, int, int], None]
 """progress(stage, done, total): stage is "files" or "vectors"."""
-
-READ_BLOCK_BYTES = 1 << 20
-"""A file is read in blocks of 1 MiB from its one open descriptor."""
-
-_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0)
-"""O_NONBLOCK: opening a FIFO (or a device) must never wait; it is refused once opened."""
-
-_FILE_TYPES = (
-    (stat.S_ISDIR, "a folder"),
-    (stat.S_ISFIFO, "a FIFO"),
-    (stat.S_ISSOCK, "a socket"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-)
 
 
 @dataclass(frozen=True)
@@ -90,15 +75,6 @@ class _File:
     path: Path
     name: str  # inside its source, '/'-separated
     kind: str
-
-
-class _Unreadable(Exception):
-    """A file that is not, or no longer, a regular file inside its source that can be opened:
-    skipped with this reason, and its indexed version removed."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 def index(
@@ -203,7 +179,7 @@ def _index_sources(
         real_root = os.path.realpath(root)
         try:
             files = walk(root, tally.skipped, source_name)
-        except _Unreadable as exc:
+        except Unreadable as exc:
             tally.skipped.append(Skip(f"{source_name}/", f"{exc.reason}; its documents are kept"))
             continue
         stored = store.documents_of(source_id)
@@ -223,7 +199,7 @@ def _index_sources(
                     max_file_bytes=max_file_bytes,
                 )
                 present.add(file.name)
-            except _Unreadable as exc:
+            except Unreadable as exc:
                 tally.skipped.append(Skip(label, exc.reason))
             if progress:
                 progress("files", done, len(files))
@@ -253,13 +229,13 @@ def walk(root: Path, skipped: list[Skip], source: str) -> list[_File]:
     """The files of a source folder a base reads, by name, in a stable order (hidden ones
     left out). A name that is not valid UTF-8, or a folder inside that cannot be listed, is
     skipped with its reason; folders behind symlinks are not followed. Nothing here opens a
-    file: `_open_checked` does, once, and checks what it opened. _Unreadable when the source
+    file: `open_inside` does, once, and checks what it opened. Unreadable when the source
     folder itself cannot be listed (its documents are then kept, as for a missing folder)."""
 
     def unlisted(exc: OSError) -> None:
         where = Path(exc.filename or root)
         if where == root:
-            raise _Unreadable(f"source folder cannot be read: {exc.strerror or exc}")
+            raise Unreadable(f"source folder cannot be read: {exc.strerror or exc}")
         reason = f"folder cannot be read: {exc.strerror or exc}; its documents are removed"
         skipped.append(Skip(f"{source}/{_shown(where.relative_to(root).as_posix())}/", reason))
 
@@ -311,7 +287,7 @@ def _index_file(
     chunk_size: int,
     max_file_bytes: int,
 ) -> None:
-    fd, before = _open_checked(file.path, real_root)
+    fd, before = open_inside(file.path, real_root)
     try:
         if before.st_size > max_file_bytes:
             tally.skipped.append(
@@ -322,7 +298,7 @@ def _index_file(
             tally.unchanged += 1
             return
         try:
-            data = _read_all(fd, before.st_size)
+            data = read_all(fd, before.st_size)
             after = os.fstat(fd)
         except OSError as exc:
             tally.skipped.append(Skip(label, f"cannot be read: {exc.strerror or exc}"))
@@ -362,90 +338,6 @@ def _index_file(
         tally.updated += 1
     else:
         tally.added += 1
-
-
-def _open_checked(path: Path, real_root: str) -> tuple[int, os.stat_result]:
-    """Open a file to read it as what was checked: (descriptor, its fstat). A symlink is
-    followed only when its target lies inside the source; the opened descriptor must be a
-    regular file whose real path lies inside the source. _Unreadable otherwise."""
-    try:
-        seen = os.lstat(path)
-    except OSError as exc:
-        raise _Unreadable(_open_failure(exc)) from None
-    flags = _OPEN_FLAGS
-    if stat.S_ISLNK(seen.st_mode):
-        try:
-            target = os.path.realpath(path, strict=True)
-        except OSError as exc:
-            raise _Unreadable(_open_failure(exc)) from None
-        if not _inside(target, real_root):
-            raise _Unreadable("symlink leads outside the source")
-    else:
-        _check_regular(seen.st_mode)
-        flags |= os.O_NOFOLLOW  # it was no link when checked: it must not be one now
-    try:
-        fd = os.open(path, flags)
-    except OSError as exc:
-        raise _Unreadable(_open_failure(exc)) from None
-    try:
-        opened = os.fstat(fd)
-        _check_regular(opened.st_mode)
-        real = _real_path(fd, path, opened)
-        if not _inside(real, real_root):
-            raise _Unreadable("leads outside the source (it was replaced by a link meanwhile)")
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd, opened
-
-
-def _check_regular(mode: int) -> None:
-    if not stat.S_ISREG(mode):
-        what = next((name for test, name in _FILE_TYPES if test(mode)), "not a file")
-        raise _Unreadable(f"not a regular file ({what})")
-
-
-def _open_failure(exc: OSError) -> str:
-    if exc.errno == errno.ELOOP:
-        return "a symlink loop (or a link swapped in while it was read)"
-    if exc.errno in (errno.ENOENT, errno.ENOTDIR):
-        return "vanished before it was read (or its symlink leads nowhere)"
-    if exc.errno == errno.ENXIO:
-        return "not a regular file (a socket)"
-    return f"cannot be read: {exc.strerror or exc}"
-
-
-def _real_path(fd: int, path: Path, opened: os.stat_result) -> str:
-    """The real path of an open descriptor: /proc on Linux; elsewhere the path's real path,
-    provided it still names the very file opened."""
-    try:
-        return os.readlink(f"/proc/self/fd/{fd}")
-    except OSError:
-        pass
-    real = os.path.realpath(path)
-    try:
-        now = os.stat(real)
-    except OSError as exc:
-        raise _Unreadable(_open_failure(exc)) from None
-    if (now.st_dev, now.st_ino) != (opened.st_dev, opened.st_ino):
-        raise _Unreadable("vanished before it was read (or was replaced meanwhile)")
-    return real
-
-
-def _inside(real: str, real_root: str) -> bool:
-    return real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)
-
-
-def _read_all(fd: int, size: int) -> bytes:
-    """Up to size + 1 bytes (one more tells a file that grew)."""
-    blocks, left = [], size + 1
-    while left > 0:
-        block = os.read(fd, min(left, READ_BLOCK_BYTES))
-        if not block:
-            break
-        blocks.append(block)
-        left -= len(block)
-    return b"".join(blocks)
 
 
 def embed_missing(

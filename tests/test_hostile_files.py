@@ -216,14 +216,14 @@ def test_a_file_that_changes_while_read_is_skipped_and_its_version_kept(tmp_path
     with words_only_base(tmp_path / "b.db", src) as base:
         base.index()
         path.write_text("The second version.\n")
-        real_read_all = ingest._read_all
+        real_read_all = ingest.read_all
 
         def read_while_written(fd, size):
             with path.open("a") as handle:
                 handle.write("Another line, written during the read.\n")
             return real_read_all(fd, size)
 
-        monkeypatch.setattr(ingest, "_read_all", read_while_written)
+        monkeypatch.setattr(ingest, "read_all", read_while_written)
         report = base.index()
         assert "changed while it was read" in reasons(report)["log.txt"]
         assert found(base, "first") == ["log.txt"]  # the indexed version is kept
