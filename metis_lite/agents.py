@@ -37,9 +37,6 @@ from metis_lite.settings import KINDS, MODES, TOP_K, TOP_K_MAX
 THREADS = 4
 """Calls answered at once, and bases of one search asked side by side."""
 
-EXIT_USAGE = 2
-"""The CLI's exit code for a bad request, here: the MCP SDK (the extra `mcp`) is not installed."""
-
 FACTS_LIMIT = 50
 FACTS_LIMIT_MAX = 1000
 
@@ -510,6 +507,8 @@ def run_from_args(args: argparse.Namespace) -> int:
             " pip install 'metis-lite[mcp]' (or scripts/install --dev in a clone)",
             file=sys.stderr,
         )
+        from metis_lite.cli import EXIT_USAGE  # the one table: a missing extra is bad usage
+
         return EXIT_USAGE
     from metis_lite.service import open_bases
 

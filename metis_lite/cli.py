@@ -773,7 +773,8 @@ _CREATES_ITS_BASE = {"index", "eval", "serve", "models"}
 
 def _check_named_base(args: argparse.Namespace) -> None:
     """A base the command reads must exist: BASE_NOT_FOUND (exit 2), as a missing folder is,
-    before anything is opened (Store says STORE_ERROR for it, which would be exit 1)."""
+    before anything is opened (Store says the same, but `shell` and `copy` open the file
+    themselves, and an SQLite connection would create it)."""
     named = getattr(args, "base", None)
     if args.command == "eval":
         saved = args.evalset in ("save", "run") and args.more

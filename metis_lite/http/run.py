@@ -193,14 +193,13 @@ def run_from_args(args: argparse.Namespace) -> int:
 def _run(
     start: Callable[[], Server], lines: Callable[[Server], list[str]], host: str, port: int
 ) -> int:
+    from metis_lite.cli import exit_code  # the one table of exit codes
+
     try:
         server = start()
-    except InvalidRequest as exc:
-        print(f"error: {exc.code}: {exc.message}", file=sys.stderr)
-        return 2
     except MetisError as exc:
         print(f"error: {exc.code}: {exc.message}", file=sys.stderr)
-        return 1
+        return exit_code(exc)
     except OSError as exc:
         print(f"error: cannot listen on {host}:{port}: {exc.strerror or exc}", file=sys.stderr)
         return 1
