@@ -31,7 +31,12 @@ from metis_lite.base import Base
 from metis_lite.errors import BaseNotFound, Forbidden, InvalidRequest
 from metis_lite.multi import MultiAnswer, search_bases
 from metis_lite.records import Filters
-from metis_lite.serialize import fact_to_json, multi_answer_to_json, status_to_json
+from metis_lite.serialize import (
+    fact_to_json,
+    facts_page_to_json,
+    multi_answer_to_json,
+    status_to_json,
+)
 from metis_lite.settings import KINDS, MODES, TOP_K, TOP_K_MAX
 
 THREADS = 4
@@ -362,10 +367,7 @@ class Agent:
         facts, total = self._run(lambda: base.facts(offset=offset, limit=limit, holding=holding))
         data = {
             "base": base.name,
-            "facts": [fact_to_json(f) for f in facts],
-            "total": total,
-            "offset": offset,
-            "limit": limit,
+            **facts_page_to_json(facts, total=total, offset=offset, limit=limit),
         }
         lines = [f"{len(facts)} of {total} facts of {base.name}"]
         for fact in facts:

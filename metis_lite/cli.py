@@ -391,19 +391,12 @@ def cmd_remember(args: argparse.Namespace) -> int:
 
 def cmd_facts(args: argparse.Namespace) -> int:
     from metis_lite.base import Base
-    from metis_lite.serialize import fact_to_json
+    from metis_lite.serialize import facts_page_to_json
 
     with Base.open(args.base) as base:
         facts, total = base.facts(offset=args.offset, limit=args.limit)
     if args.json:
-        _print_json(
-            {
-                "facts": [fact_to_json(f) for f in facts],
-                "total": total,
-                "offset": args.offset,
-                "limit": args.limit,
-            }
-        )
+        _print_json(facts_page_to_json(facts, total=total, offset=args.offset, limit=args.limit))
         return 0
     for fact in facts:
         state = "holds" if fact.holds else replaced_text(fact.replaced_by, fact.replaced_at)

@@ -7,6 +7,7 @@ A score that does not apply is absent, as the spec says (not among the closest: 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from metis_lite.base import BaseStatus
@@ -83,6 +84,18 @@ def multi_answer_to_json(answer: MultiAnswer) -> dict[str, Any]:
         ],
         "took": took_to_json(answer.took),
         "results": [result_to_json(result) for result in answer.results],
+    }
+
+
+def facts_page_to_json(
+    facts: Sequence[Fact], *, total: int, offset: int, limit: int
+) -> dict[str, Any]:
+    """A page of facts, newest first, as `facts --json`, GET …/facts and the MCP tool give it."""
+    return {
+        "facts": [fact_to_json(f) for f in facts],
+        "total": total,
+        "offset": offset,
+        "limit": limit,
     }
 
 

@@ -54,6 +54,7 @@ from metis_lite.http.wire import (
 from metis_lite.serialize import (
     answer_to_json,
     fact_to_json,
+    facts_page_to_json,
     multi_answer_to_json,
     source_to_json,
     status_to_json,
@@ -230,15 +231,8 @@ class ServiceApp:
         facts, total = self.service.base(name).facts(
             offset=page.offset, limit=page.limit, holding=page.holds
         )
-        return json_response(
-            200,
-            {
-                "facts": [fact_to_json(f) for f in facts],
-                "total": total,
-                "offset": page.offset,
-                "limit": page.limit,
-            },
-        )
+        page_json = facts_page_to_json(facts, total=total, offset=page.offset, limit=page.limit)
+        return json_response(200, page_json)
 
     def list_sources(self, request: Request, grant: Grant, name: str) -> Response:
         self._base(grant, name)
