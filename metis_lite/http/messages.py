@@ -77,8 +77,12 @@ class SearchBasesBody(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
 class FactBody(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     text: Annotated[str, msgspec.Meta(min_length=1, max_length=FACT_TEXT_MAX, pattern=r"\S")]
     stated_at: str | msgspec.UnsetType = msgspec.UNSET
-    subject: Annotated[str, msgspec.Meta(min_length=1)] | msgspec.UnsetType = msgspec.UNSET
-    key: Annotated[str, msgspec.Meta(min_length=1)] | msgspec.UnsetType = msgspec.UNSET
+    subject: Annotated[str, msgspec.Meta(min_length=1, pattern=r"\S")] | msgspec.UnsetType = (
+        msgspec.UNSET
+    )
+    key: Annotated[str, msgspec.Meta(min_length=1, pattern=r"\S")] | msgspec.UnsetType = (
+        msgspec.UNSET
+    )
     replaces: tuple[FactId, ...] = ()
 
     def fields(self) -> dict[str, Any]:
