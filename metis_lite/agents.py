@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 from metis_lite import passages
 from metis_lite.access import ALL_BASES
 from metis_lite.base import Base
-from metis_lite.errors import BaseNotFound, Forbidden, InvalidRequest
+from metis_lite.errors import EXIT_USAGE, BaseNotFound, Forbidden, InvalidRequest
 from metis_lite.multi import MultiAnswer, search_bases
 from metis_lite.records import Filters
 from metis_lite.serialize import (
@@ -509,9 +509,7 @@ def run_from_args(args: argparse.Namespace) -> int:
             " pip install 'metis-lite[mcp]' (or scripts/install --dev in a clone)",
             file=sys.stderr,
         )
-        from metis_lite.cli import EXIT_USAGE  # the one table: a missing extra is bad usage
-
-        return EXIT_USAGE
+        return EXIT_USAGE  # a missing extra is bad usage
     from metis_lite.service import open_bases
 
     bases = open_bases(args.bases)

@@ -21,13 +21,13 @@ from typing import Any
 
 from metis_lite import __version__
 from metis_lite.errors import (
-    BaseBusy,
+    EXIT_INTERRUPTED,
+    EXIT_MODEL,
+    EXIT_USAGE,
     BaseNotFound,
-    DocumentNotFound,
     InvalidRequest,
     MetisError,
-    ModelError,
-    SourceNotFound,
+    exit_code,
 )
 from metis_lite.escapes import escape_controls
 from metis_lite.records import Filters
@@ -41,19 +41,12 @@ from metis_lite.settings import (
     TOP_K_MAX,
 )
 
-EXIT_ERROR, EXIT_USAGE, EXIT_MODEL, EXIT_BUSY = 1, 2, 3, 4
-
 EXIT_CODES = (
     "exit codes (the same for every command): 0 done · 1 error · 2 bad usage or request, or a\n"
     "base, folder or file that does not exist · 3 a model did not answer (index, remember: all\n"
     "kept, chunks left without vectors) · 4 the base is busy (another process is indexing it)"
 )
 """The line every command's -h ends with; the README's table says the same at length."""
-
-USAGE_ERRORS = (InvalidRequest, BaseNotFound, DocumentNotFound, SourceNotFound)
-"""Errors the command line can fix, a value or a name that is not there (exit 2); other
-MetisErrors are 1 (a file that is there but cannot be used: NOT_A_BASE, SCHEMA_TOO_NEW,
-BASE_READ_ONLY, DISK_FULL), models 3, BASE_BUSY 4."""
 
 MODEL_CODES = {"EMBEDDING_MODEL_UNAVAILABLE", "MODEL_UNAVAILABLE", "MODEL_ANSWER_INVALID"}
 """Warnings of an index run whose embedding model did not answer (usably): exit 3."""
@@ -746,18 +739,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _error(exc, args)
         return exit_code(exc)
     except KeyboardInterrupt:
-        return 130
-
-
-def exit_code(exc: MetisError) -> int:
-    """The exit code of an error, the same for every command (EXIT_CODES)."""
-    if isinstance(exc, USAGE_ERRORS):
-        return EXIT_USAGE
-    if isinstance(exc, ModelError):
-        return EXIT_MODEL
-    if isinstance(exc, BaseBusy):
-        return EXIT_BUSY
-    return EXIT_ERROR
+        return EXIT_INTERRUPTED
 
 
 _CREATES_ITS_BASE = {"index", "eval", "serve", "models"}

@@ -1,31 +1,46 @@
-"""The one exception tree of metis-lite; each error knows its public code and HTTP status.
+"""The one exception tree of metis-lite; each error knows its public code, HTTP status, exit code.
 
-    MetisError                      METIS_ERROR              500
-    ├── InvalidRequest              INVALID_REQUEST          400
-    │   └── SourceOverlap           SOURCE_OVERLAP           409   (a folder inside another source)
-    ├── StoreError                  STORE_ERROR              500
-    │   ├── NotABase                NOT_A_BASE               400
-    │   ├── SchemaTooNew            SCHEMA_TOO_NEW           409
-    │   ├── BaseBusy                BASE_BUSY                409
-    │   ├── BaseNotFound            BASE_NOT_FOUND           404
-    │   ├── BaseReadOnly            BASE_READ_ONLY           409
-    │   ├── DiskFull                DISK_FULL                507   (the unfinished write is not kept)
-    │   └── SpecInvalid             SPEC_INVALID             409   (a value of the base's spec)
-    ├── ParseError                  PARSE_ERROR              422   (a document is skipped)
-    ├── SourceNotFound              SOURCE_NOT_FOUND         404
-    ├── DocumentNotFound            DOCUMENT_NOT_FOUND       404   (its file, read by the console's link)
-    ├── ModelError                  MODEL_ERROR              502
-    │   ├── ModelUnavailable        MODEL_UNAVAILABLE        503   (no answer within the deadline)
-    │   │   ├── EmbeddingModelUnavailable  EMBEDDING_MODEL_UNAVAILABLE  503
-    │   │   └── RerankerUnavailable        RERANKER_UNAVAILABLE         503
-    │   └── ModelAnswerInvalid      MODEL_ANSWER_INVALID     502   (wrong dimension, NaN, garbage)
-    └── AccessError                 UNAUTHORIZED / FORBIDDEN 401 / 403
+    error                           code                     HTTP  exit
+    MetisError                      METIS_ERROR              500   1
+    ├── InvalidRequest              INVALID_REQUEST          400   2
+    │   └── SourceOverlap           SOURCE_OVERLAP           409   2   (a folder inside another source)
+    ├── StoreError                  STORE_ERROR              500   1
+    │   ├── NotABase                NOT_A_BASE               400   1
+    │   ├── SchemaTooNew            SCHEMA_TOO_NEW           409   1
+    │   ├── BaseBusy                BASE_BUSY                409   4
+    │   ├── BaseNotFound            BASE_NOT_FOUND           404   2
+    │   ├── BaseReadOnly            BASE_READ_ONLY           409   1
+    │   ├── DiskFull                DISK_FULL                507   1   (the unfinished write is not kept)
+    │   └── SpecInvalid             SPEC_INVALID             409   1   (a value of the base's spec)
+    ├── ParseError                  PARSE_ERROR              422   1   (a document is skipped)
+    ├── SourceNotFound              SOURCE_NOT_FOUND         404   2
+    ├── DocumentNotFound            DOCUMENT_NOT_FOUND       404   2   (its file, read by the console's link)
+    ├── ModelError                  MODEL_ERROR              502   3
+    │   ├── ModelUnavailable        MODEL_UNAVAILABLE        503   3   (no answer within the deadline)
+    │   │   ├── EmbeddingModelUnavailable  EMBEDDING_MODEL_UNAVAILABLE  503  3
+    │   │   └── RerankerUnavailable        RERANKER_UNAVAILABLE         503  3
+    │   └── ModelAnswerInvalid      MODEL_ANSWER_INVALID     502   3   (wrong dimension, NaN, garbage)
+    └── AccessError                 UNAUTHORIZED             401   1   (no token, or not one we know)
+        └── Forbidden               FORBIDDEN                403   1   (a base the token may not name)
 
-The CLI and the HTTP service translate these into exit codes and JSON errors; nothing else
-catches broadly.
+Exit codes are the same for every command (the README's table): 0 done; 1 error (what the
+command names is there but cannot be used, or the command failed on the way); 2 bad usage or
+request (a value, or a base, folder, file or source that is not there); 3 a model did not answer;
+4 the base is busy (another process is indexing it); 130 interrupted (Ctrl-C). They live here,
+beside the codes, so that every entry point (the CLI, `python -m metis_lite.eval`, the servers)
+reads one table and none imports another. The CLI and the HTTP service translate errors into
+exit codes and JSON errors; nothing else catches broadly.
 """
 
 from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_MODEL = 3
+EXIT_BUSY = 4
+EXIT_INTERRUPTED = 130
+"""The exit codes of every command (the table above); 130 is 128 + SIGINT, as shells report it."""
 
 
 class MetisError(Exception):
@@ -33,6 +48,7 @@ class MetisError(Exception):
 
     code = "METIS_ERROR"
     status = 500
+    exit_code = EXIT_ERROR
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -45,6 +61,7 @@ class MetisError(Exception):
 class InvalidRequest(MetisError):
     code = "INVALID_REQUEST"
     status = 400
+    exit_code = EXIT_USAGE
 
 
 class StoreError(MetisError):
@@ -65,11 +82,13 @@ class SchemaTooNew(StoreError):
 class BaseBusy(StoreError):
     code = "BASE_BUSY"
     status = 409
+    exit_code = EXIT_BUSY
 
 
 class BaseNotFound(StoreError):
     code = "BASE_NOT_FOUND"
     status = 404
+    exit_code = EXIT_USAGE
 
 
 class BaseReadOnly(StoreError):
@@ -90,6 +109,7 @@ class ParseError(MetisError):
 class ModelError(MetisError):
     code = "MODEL_ERROR"
     status = 502
+    exit_code = EXIT_MODEL
 
 
 class ModelUnavailable(ModelError):
@@ -126,6 +146,7 @@ class DocumentNotFound(MetisError):
 
     code = "DOCUMENT_NOT_FOUND"
     status = 404
+    exit_code = EXIT_USAGE
 
 
 class SpecInvalid(StoreError):
@@ -147,3 +168,10 @@ class SourceNotFound(MetisError):
 
     code = "SOURCE_NOT_FOUND"
     status = 404
+    exit_code = EXIT_USAGE
+
+
+def exit_code(exc: BaseException) -> int:
+    """The exit code of an error, the same for every command: its class's (the tree above);
+    an error metis-lite did not raise on purpose is 1."""
+    return exc.exit_code if isinstance(exc, MetisError) else EXIT_ERROR

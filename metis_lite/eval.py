@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from metis_lite.base import Base
-from metis_lite.errors import InvalidRequest, MetisError
+from metis_lite.errors import InvalidRequest, MetisError, exit_code
 from metis_lite.escapes import escape_controls
 from metis_lite.evaluation import beir, saved
 from metis_lite.evaluation.bases import BaseChoice, open_beir_base
@@ -327,8 +327,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return run_from_args(args)
     except MetisError as exc:
-        from metis_lite.cli import exit_code  # the one table of exit codes
-
         if args.json:
             _print_json(exc.to_json())
         print(f"error: {exc.code}: {exc.message}", file=sys.stderr)

@@ -12,29 +12,31 @@ import sys
 import pytest
 from conftest import DEAD_EMBEDDING, ROOT
 
+from metis_lite import errors
 from metis_lite.base import Base
-from metis_lite.cli import (
+from metis_lite.cli import EXIT_CODES, build_parser, citation_text
+from metis_lite.errors import (
     EXIT_BUSY,
-    EXIT_CODES,
     EXIT_ERROR,
     EXIT_MODEL,
     EXIT_USAGE,
-    build_parser,
-    citation_text,
-    exit_code,
-)
-from metis_lite.errors import (
     BaseBusy,
     BaseNotFound,
     BaseReadOnly,
     DiskFull,
+    DocumentNotFound,
     EmbeddingModelUnavailable,
+    Forbidden,
     InvalidRequest,
     ModelAnswerInvalid,
     NotABase,
+    ParseError,
     RerankerUnavailable,
     SchemaTooNew,
+    SourceNotFound,
+    SourceOverlap,
     StoreError,
+    exit_code,
 )
 from metis_lite.records import Citation
 from metis_lite.store import IndexerLock
@@ -207,10 +209,33 @@ def test_the_readme_has_one_exit_code_table_and_it_is_the_clis():
         (RerankerUnavailable("x"), 3),
         (ModelAnswerInvalid("x"), 3),
         (BaseBusy("x"), 4),
+        (SourceNotFound("x"), 2),
+        (DocumentNotFound("x"), 2),
+        (SourceOverlap("x"), 2),
+        (ParseError("x"), 1),
+        (Forbidden("x"), 1),
+        (ValueError("not ours"), 1),
     ],
 )
 def test_each_error_has_its_exit_code(error, code):
     assert exit_code(error) == code
+
+
+def test_the_error_tree_in_errors_py_says_each_errors_exit_code():
+    """errors.py's docstring draws the tree with an exit column: it says what the classes do."""
+    drawn = {}
+    for line in (errors.__doc__ or "").splitlines():
+        found = re.match(r"[\s│├└─]*([A-Z][A-Za-z]+)\s+[A-Z_ /]+?\s+[\d /]+?\s+(\d)\b", line)
+        if found and found[1] != "error":
+            drawn[found[1]] = int(found[2])
+    classes = {
+        name: cls
+        for name, cls in vars(errors).items()
+        if isinstance(cls, type) and issubclass(cls, errors.MetisError)
+    }
+    assert set(drawn) == set(classes), "errors.py's tree should draw every error class"
+    for name, cls in classes.items():
+        assert cls("x").exit_code == drawn[name], name
 
 
 def test_usage_errors_exit_2_whether_a_base_a_folder_or_an_option_is_not_there(tmp_path):

@@ -193,7 +193,7 @@ def run_from_args(args: argparse.Namespace) -> int:
 def _run(
     start: Callable[[], Server], lines: Callable[[Server], list[str]], host: str, port: int
 ) -> int:
-    from metis_lite.cli import exit_code  # the one table of exit codes
+    from metis_lite.errors import exit_code  # the one table of exit codes
 
     try:
         server = start()
