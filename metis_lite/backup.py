@@ -23,8 +23,9 @@ from pathlib import Path
 
 import apsw
 
+from metis_lite.connection import connect
 from metis_lite.errors import InvalidRequest, StoreError
-from metis_lite.store import Store, connect
+from metis_lite.store import Store
 
 ALL_PAGES = -1
 """backup.step() argument: copy every page in one step, inside one read transaction."""

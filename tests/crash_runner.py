@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import apsw  # noqa: E402
 
-from metis_lite import cli, ingest, parsing, store  # noqa: E402
+from metis_lite import cli, connection, ingest, parsing, store  # noqa: E402
 from metis_lite.models import http  # noqa: E402
 
 POINTS = ("parse", "chunk", "sql", "embed", "embedded", "put_vectors", "wal-write", "db-write")
@@ -118,18 +118,18 @@ def plant(options: argparse.Namespace) -> None:
             trigger.reached("sql")
         return True
 
-    real_connect = store.connect
+    real_connect = connection.connect
 
     def connect(path, *, readonly=False):
-        connection = real_connect(path, readonly=readonly or options.readonly)
+        db = real_connect(path, readonly=readonly or options.readonly)
         if options.max_page_count is not None:
-            connection.execute(f"PRAGMA max_page_count = {int(options.max_page_count)}")
+            db.execute(f"PRAGMA max_page_count = {int(options.max_page_count)}")
         if options.autocheckpoint is not None:
-            connection.execute(f"PRAGMA wal_autocheckpoint = {int(options.autocheckpoint)}")
-        connection.exec_trace = tracer
-        return connection
+            db.execute(f"PRAGMA wal_autocheckpoint = {int(options.autocheckpoint)}")
+        db.exec_trace = tracer
+        return db
 
-    store.connect = connect
+    connection.connect = connect
 
     if options.kill in ("wal-write", "db-write"):
         _install_vfs(trigger)

@@ -16,7 +16,6 @@ import pytest
 from conftest import ROOT, words_only_base
 
 from metis_lite import connection
-from metis_lite import store as store_module
 from metis_lite.base import Base
 from metis_lite.errors import BaseBusy, DiskFull, InvalidRequest
 from metis_lite.evaluation import saved
@@ -183,14 +182,14 @@ def test_a_full_disk_while_writing_a_fact_is_disk_full_and_nothing_is_half_writt
 ):
     team.remember("A first fact.", key="k")
     pages = team.store.db.execute("PRAGMA page_count").fetchone()[0]
-    real_connect = store_module.connect
+    real_connect = connection.connect
 
     def capped(path, **kwargs):
         connection = real_connect(path, **kwargs)
         connection.execute(f"PRAGMA max_page_count = {pages}")
         return connection
 
-    monkeypatch.setattr(store_module, "connect", capped)
+    monkeypatch.setattr(connection, "connect", capped)
     with pytest.raises(DiskFull) as full:
         team.remember("A long fact. " * 700, key="k")
     assert full.value.code == "DISK_FULL"

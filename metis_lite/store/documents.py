@@ -1,0 +1,183 @@
+"""A base's sources and documents: adding and removing them, each document with its chunks
+and their words in one transaction (a crash leaves the old version whole or the new one)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from metis_lite.errors import InvalidRequest, SourceNotFound, SourceOverlap
+from metis_lite.records import Chunk, SourceInfo
+from metis_lite.store.core import StoreCore, now_iso
+
+
+@dataclass(frozen=True)
+class StoredDocument:
+    id: int
+    path: str
+    content_hash: str
+    size: int
+    mtime: float | None
+
+
+class DocumentsMixin(StoreCore):
+    """Sources and documents (with their chunks and words)."""
+
+    # -- sources ----------------------------------------------------------------------------
+
+    def sources(self) -> list[tuple[int, str, str | None]]:
+        return list(self.db.execute("SELECT id, name, path FROM sources ORDER BY id"))
+
+    def source_infos(self) -> tuple[SourceInfo, ...]:
+        """Each source with its documents and chunks, in the order they were added."""
+        rows = self.db.execute(
+            "SELECT s.name, s.path, s.added_at, count(DISTINCT d.id), count(c.id) FROM sources s"
+            " LEFT JOIN documents d ON d.source_id = s.id"
+            " LEFT JOIN chunks c ON c.document_id = d.id GROUP BY s.id ORDER BY s.id"
+        )
+        return tuple(SourceInfo(n, p, docs, chunks, added) for n, p, added, docs, chunks in rows)
+
+    def add_source(self, name: str, path: str | None) -> int:
+        """Add a source (a folder, or None for the base's notes), or give one of that name its
+        new folder; SOURCE_OVERLAP when the folder lies inside another source or holds one (its
+        files would be indexed twice). Paths are compared as given: resolve them first."""
+        with self._transaction():
+            rows: list[Any] = self.db.execute("SELECT id, name, path FROM sources").fetchall()
+            if path is not None:
+                _check_no_overlap(path, [(n, p) for _, n, p in rows if n != name and p])
+            row = next((r for r in rows if r[1] == name), None)
+            if row:
+                if path is not None and row[2] != path:
+                    self.db.execute("UPDATE sources SET path = ? WHERE id = ?", (path, row[0]))
+                return int(row[0])
+            self.db.execute(
+                "INSERT INTO sources (name, path, added_at) VALUES (?, ?, ?)",
+                (name, path, now_iso()),
+            )
+            return int(self.db.last_insert_rowid())
+
+    def remove_source(self, name: str) -> int:
+        """Remove a folder source with its documents, chunks, words and vectors, in one
+        transaction; returns the documents removed. SOURCE_NOT_FOUND for an unknown name."""
+        with self._transaction():
+            row = self.db.execute("SELECT id, path FROM sources WHERE name = ?", (name,)).fetchone()
+            if row is None:
+                known = ", ".join(n for _, n, _ in self.sources()) or "none"
+                raise SourceNotFound(f"{self.path} has no source {name!r} (its sources: {known})")
+            if row[1] is None:
+                raise InvalidRequest(
+                    f"{name} holds the base's facts, which are never deleted: it cannot be removed"
+                )
+            removed = self.remove_documents_of(int(row[0]))
+            self.db.execute("DELETE FROM sources WHERE id = ?", (row[0],))
+            return removed
+
+    def remove_documents_of(self, source_id: int) -> int:
+        """Remove every document of a source (one transaction); returns how many."""
+        with self._transaction():
+            ids = [
+                r[0]
+                for r in self.db.execute(
+                    "SELECT id FROM documents WHERE source_id = ?", (source_id,)
+                )
+            ]
+            for document_id in ids:
+                self._delete_document(document_id)
+            return len(ids)
+
+    # -- documents --------------------------------------------------------------------------
+
+    def documents_of(self, source_id: int) -> dict[str, StoredDocument]:
+        rows = self.db.execute(
+            "SELECT id, path, content_hash, size, mtime FROM documents WHERE source_id = ?",
+            (source_id,),
+        )
+        return {r[1]: StoredDocument(r[0], r[1], r[2], r[3], r[4]) for r in rows}
+
+    def replace_document(
+        self,
+        *,
+        source_id: int,
+        path: str,
+        kind: str,
+        title: str,
+        content_hash: str,
+        size: int,
+        mtime: float | None,
+        chunks: Sequence[Chunk],
+    ) -> int:
+        """Write a document and its chunks (and their words) in one transaction, replacing any
+        earlier version: a crash leaves either the old document whole or the new one whole."""
+        with self._transaction():
+            # Take the write lock before reading: a transaction that reads first holds a snapshot
+            # that another connection's commit (a search count) makes stale, and SQLite then
+            # refuses its first write at once (SQLITE_BUSY_SNAPSHOT), busy timeout or not.
+            self.db.execute("UPDATE meta SET value = value WHERE 0")
+            old = self.db.execute(
+                "SELECT id FROM documents WHERE source_id = ? AND path = ?", (source_id, path)
+            ).fetchone()
+            if old:
+                self._delete_document(old[0])
+            self.db.execute(
+                "INSERT INTO documents (source_id, path, kind, title, content_hash, size, mtime, indexed_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (source_id, path, kind, title, content_hash, size, mtime, now_iso()),
+            )
+            document_id = self.db.last_insert_rowid()
+            for ordinal, chunk in enumerate(chunks):
+                self.db.execute(
+                    "INSERT INTO chunks (document_id, ordinal, text, title, headings, page, line)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        document_id,
+                        ordinal,
+                        chunk.text,
+                        chunk.title,
+                        json.dumps(list(chunk.headings)),
+                        chunk.page,
+                        chunk.line,
+                    ),
+                )
+                self.db.execute(
+                    "INSERT INTO chunks_fts (rowid, text, context) VALUES (?, ?, ?)",
+                    (
+                        self.db.last_insert_rowid(),
+                        chunk.text,
+                        " ".join((chunk.title, *chunk.headings)),
+                    ),
+                )
+            return int(document_id)
+
+    def remove_document(self, document_id: int) -> None:
+        with self._transaction():
+            self._delete_document(document_id)
+
+    def _delete_document(self, document_id: int) -> None:
+        self.db.execute(
+            "DELETE FROM chunks_fts WHERE rowid IN (SELECT id FROM chunks WHERE document_id = ?)",
+            (document_id,),
+        )
+        # Chunks and their vectors go by ON DELETE CASCADE; the trigger logs vector removals.
+        self.db.execute("DELETE FROM documents WHERE id = ?", (document_id,))
+
+
+def _check_no_overlap(path: str, others: Sequence[tuple[str, str]]) -> None:
+    """SOURCE_OVERLAP when `path` lies inside one of the (name, folder) sources, or holds one."""
+    new = Path(path)
+    for name, folder in others:
+        existing = Path(folder)
+        if new == existing:
+            raise SourceOverlap(f"{path} is already the base's source {name}")
+        if new.is_relative_to(existing):
+            raise SourceOverlap(
+                f"{path} lies inside the base's source {name} ({folder}), which indexes its "
+                "files already: search it with --prefix, or remove that source first"
+            )
+        if existing.is_relative_to(new):
+            raise SourceOverlap(
+                f"{path} holds the base's source {name} ({folder}), whose files would be "
+                f"indexed twice: remove that source first (metis-lite sources BASE --remove {name})"
+            )
