@@ -18,8 +18,6 @@ to each base it reads (Base.store). Nothing here logs, so a question is never wr
 
 from __future__ import annotations
 
-import argparse
-import sys
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -28,7 +26,7 @@ from typing import Any, TypeVar
 from metis_lite import passages
 from metis_lite.access import ALL_BASES
 from metis_lite.base import Base
-from metis_lite.errors import EXIT_USAGE, BaseNotFound, Forbidden, InvalidRequest
+from metis_lite.errors import BaseNotFound, Forbidden, InvalidRequest
 from metis_lite.multi import MultiAnswer, search_bases
 from metis_lite.records import Filters
 from metis_lite.serialize import (
@@ -469,53 +467,3 @@ def _bool(args: Mapping[str, Any], name: str, default: bool) -> bool:
     if not isinstance(value, bool):
         raise InvalidRequest(f"{name} is true or false")
     return value
-
-
-# -- the CLI command (`metis-lite mcp BASE…`), wired by cli.py ----------------------------------
-
-HELP = "answer agents over MCP (the Model Context Protocol) on stdin and stdout"
-_ENVELOPE = (
-    '"params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",'
-    ' "io.modelcontextprotocol/clientCapabilities": {}}}'
-)
-EXAMPLES = (
-    f"""echo '{{"jsonrpc": "2.0", "id": 1, "method": "server/discover", {_ENVELOPE}}}'"""
-    " | metis-lite mcp hr=handbook.db   # what an agent's client learns first (base named hr)",
-    f"""echo '{{"jsonrpc": "2.0", "id": 1, "method": "tools/list", {_ENVELOPE}}}'"""
-    " | metis-lite mcp handbook.db   # the tools and their JSON schemas",
-)
-"""Each runs as written (tests/test_examples.py); an agent's MCP client starts the command itself,
-keeps its stdin open and speaks the protocol on it (README, "Agents (MCP)")."""
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "bases",
-        nargs="+",
-        metavar="BASE",
-        help="a base file to answer from, or NAME=PATH to name it (default name: the file's stem)",
-    )
-
-
-def run_from_args(args: argparse.Namespace) -> int:
-    """Serve until the client closes stdin; 2 without the MCP SDK (the extra `mcp`)."""
-    try:
-        from metis_lite import mcp_server
-    except ModuleNotFoundError as exc:
-        if (exc.name or "").startswith("metis_lite"):
-            raise
-        print(
-            f"error: metis-lite mcp needs the MCP SDK ({exc.name} is missing): install it with"
-            " pip install 'metis-lite[mcp]' (or scripts/install --dev in a clone)",
-            file=sys.stderr,
-        )
-        return EXIT_USAGE  # a missing extra is bad usage
-    from metis_lite.service import open_bases
-
-    bases = open_bases(args.bases)
-    try:
-        mcp_server.serve_stdio(bases)
-    finally:
-        for base in bases.values():
-            base.close()
-    return 0

@@ -131,7 +131,7 @@ def _remove(path: Path) -> None:
             pass
 
 
-# -- the CLI command (`metis-lite copy BASE DEST`), wired by cli.py -------------------------
+# -- the CLI command (`metis-lite copy BASE DEST`), wired by cli/copy.py --------------------
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

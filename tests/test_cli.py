@@ -14,7 +14,9 @@ from conftest import DEAD_EMBEDDING, ROOT
 
 from metis_lite import errors
 from metis_lite.base import Base
-from metis_lite.cli import EXIT_CODES, build_parser, citation_text
+from metis_lite.cli import build_parser
+from metis_lite.cli.common import EXIT_CODES
+from metis_lite.cli.search import citation_text
 from metis_lite.errors import (
     EXIT_BUSY,
     EXIT_ERROR,

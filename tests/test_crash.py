@@ -5,7 +5,7 @@ Each case runs `metis-lite index` in a subprocess through tests/crash_runner.py,
 process SIGKILL at the Nth arrival at one point: while parsing, inside a document's transaction
 (between its chunk inserts, after the old version was deleted), while embedding, while vectors
 are written, in the middle of a commit's WAL frames, during a checkpoint. The embedding model is
-the real one, served over TEI by `python -m metis_lite.models.server` on loopback, so vectors are
+the real one, served over TEI by `metis-lite models serve` on loopback, so vectors are
 real (a relay in front of it remembers each text's vector, so each text is embedded once).
 After each kill the base must pass `consistency.check_consistent`; then an ordinary run must finish it and
 give the same documents, chunk texts and vectors as an uninterrupted run.
@@ -60,7 +60,7 @@ def model_url() -> str:
     behind a relay that remembers each text's vector: every text is embedded by the model once,
     however many runs ask for it (the runs here ask for the same texts again and again)."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "metis_lite.models.server", "--port", "0"],
+        [sys.executable, "-m", "metis_lite", "models", "serve", "--port", "0"],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

@@ -18,7 +18,7 @@ import pytest
 from conftest import EXAMPLES, ROOT, words_only_base
 
 from metis_lite.base import Base
-from metis_lite.eval import main
+from metis_lite.cli import main
 from metis_lite.evaluation import beir, metrics
 from metis_lite.evaluation.runner import evaluate, why
 from metis_lite.evaluation.sets import EvalSet, Expected, Question, read_jsonl
@@ -38,7 +38,7 @@ def eval_cli(*args: str, check: int | None = 0) -> Ran:
     as a real process."""
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(args))
+        code = main(["eval", *args])
     ran = Ran(code, out.getvalue(), err.getvalue())
     if check is not None:
         assert ran.returncode == check, ran.stderr
@@ -201,7 +201,8 @@ def test_the_command_runs_as_a_module(tmp_path):
         [
             sys.executable,
             "-m",
-            "metis_lite.eval",
+            "metis_lite",
+            "eval",
             str(folder),
             "--base",
             str(base_path),
@@ -336,6 +337,7 @@ def test_a_page_or_line_elsewhere_in_the_document_does_not_count(tmp_path):
 
 def test_bad_evaluation_files_name_their_line(tmp_path):
     path = tmp_path / "bad.jsonl"
+    words_only_base(tmp_path / "empty.db").close()  # the file is read before the base is asked
     for line, message in [
         ('{"question": "q"}', "expected must be a non-empty list"),
         ('{"question": "", "expected": ["a.md"]}', "question must be a non-empty string"),
@@ -346,7 +348,7 @@ def test_bad_evaluation_files_name_their_line(tmp_path):
         path.write_text(
             '{"question": "fine", "expected": ["a.md"]}\n' + line + "\n", encoding="utf-8"
         )
-        run = eval_cli(str(path), "--base", str(tmp_path / "none.db"), check=2)
+        run = eval_cli(str(path), "--base", str(tmp_path / "empty.db"), check=2)
         assert f"{path}:2: " in run.stderr and message in run.stderr, run.stderr
     assert "--base" in eval_cli(str(handbook_set(tmp_path)), check=2).stderr
 

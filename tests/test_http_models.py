@@ -126,11 +126,11 @@ def write_random_cross_encoder(folder: Path, *, seed: int = 7) -> Path:
 
 
 class ServerProcess:
-    """`python -m metis_lite.models.server --port 0`; the url is read from its first line."""
+    """`metis-lite models serve --port 0`; the url is read from its first line."""
 
     def __init__(self, *args: str) -> None:
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        command = [sys.executable, "-m", "metis_lite.models.server", "--port", "0", *args]
+        command = [sys.executable, "-m", "metis_lite", "models", "serve", "--port", "0", *args]
         self.process = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT, text=True
         )
@@ -241,7 +241,7 @@ def test_the_server_process_reports_a_busy_port_and_exits(real_server: ServerPro
     port = real_server.url.rsplit(":", 1)[1]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run(
-        [sys.executable, "-m", "metis_lite.models.server", "--port", port],
+        [sys.executable, "-m", "metis_lite", "models", "serve", "--port", port],
         capture_output=True,
         text=True,
         env=env,

@@ -255,7 +255,7 @@ def test_chunks_indexed_while_the_model_was_down_get_vectors_on_the_next_run(tmp
         )
         assert base.status().chunks_without_vector == 2
         server = subprocess.Popen(
-            [sys.executable, "-m", "metis_lite.models.server", "--port", str(port)],
+            [sys.executable, "-m", "metis_lite", "models", "serve", "--port", str(port)],
             cwd=ROOT,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

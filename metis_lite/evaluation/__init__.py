@@ -6,8 +6,9 @@
     metrics.py  nDCG@k, recall@k, MRR@k over one question's ranking (pure)
     runner.py   ask every question in each mode; metrics, wins and losses, the console's why
     saved.py    evaluation sets and their runs' metrics saved inside a base
+    report.py   a run's report as `eval --json` prints it, and as text
 
-The command line is `metis_lite/eval.py` (`metis-lite eval`); docs/eval.md says how to use it.
+The command line is metis_lite/cli/eval.py (`metis-lite eval`); docs/eval.md says how to use it.
 """
 
 from metis_lite.evaluation.runner import EvalReport, evaluate, parse_modes

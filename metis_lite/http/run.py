@@ -89,7 +89,7 @@ def make_server(
             base.close()
         raise
     try:
-        app = ServiceApp(service, tokens, console_dir=console_dir or CONSOLE_DIR)
+        app = ServiceApp(service, tokens, console_dir=console_dir or CONSOLE_DIR, mcp=_mcp_http)
         server = Server(app, (host, port), limits=limits, access_log=access_log)
     except BaseException:
         service.close()
@@ -103,6 +103,14 @@ def make_server(
     server.on_close(service.close)
     service.start()
     return server
+
+
+def _mcp_http(bases: Mapping[str, Any]) -> Any:
+    """The MCP transport at /mcp, made on its first request: the SDK is the extra `mcp`
+    (ImportError without it), and the routes are handed this rather than importing it."""
+    from metis_lite.mcp_server import McpHttp
+
+    return McpHttp(bases)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

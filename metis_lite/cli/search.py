@@ -1,0 +1,152 @@
+"""`metis-lite search`: ask a base a question; each result with its citation and score line."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from metis_lite.cli.common import add_command, print_json, replaced_text, say, warn
+from metis_lite.records import Filters
+from metis_lite.settings import FUSIONS, KINDS, MODES, TOP_K, TOP_K_MAX
+
+_NOT_EMBEDDED = {"NO_VECTORS", "EMBEDDING_MODEL_UNAVAILABLE"}
+"""Warnings of a search whose question was not embedded: it ran by words only."""
+
+
+def add_parser(commands: Any) -> None:
+    search = add_command(
+        commands,
+        "search",
+        run,
+        "ask a base a question",
+        'metis-lite search handbook.db "how many holidays do I get"',
+        'metis-lite search handbook.db "configuracao do proxy" --mode keyword --top-k 3',
+        'metis-lite search handbook.db "expenses" --prefix handbook/policies/ --kind md --json',
+    )
+    search.add_argument("base", help="the base file")
+    search.add_argument("question", help="the question, in any language the base holds")
+    search.add_argument(
+        "--mode",
+        choices=MODES,
+        default="hybrid",
+        help="hybrid: by meaning and by words, fused; dense: by meaning only; keyword: by words"
+        " only, no model needed (default %(default)s)",
+    )
+    search.add_argument(
+        "--top-k",
+        type=int,
+        default=TOP_K,
+        metavar="N",
+        help=f"results to return (1-{TOP_K_MAX}; default %(default)s)",
+    )
+    search.add_argument(
+        "--prefix",
+        help="keep documents whose path starts with this, as results show it "
+        "(handbook/policies/) or relative to the source (policies/) (default: every path)",
+    )
+    search.add_argument(
+        "--kind",
+        action="append",
+        choices=KINDS + ("note",),
+        help="keep this kind; repeatable (default: every kind)",
+    )
+    search.add_argument(
+        "--source",
+        action="append",
+        metavar="NAME",
+        help="keep this source, as results show it (handbook, metis-BASE for notes); "
+        "repeatable (default: every source)",
+    )
+    search.add_argument("--no-rerank", action="store_true", help="skip the reranker")
+    search.add_argument(
+        "--fusion",
+        choices=FUSIONS,
+        help="how hybrid joins its two lists: relative (scores relative to each list's best) or"
+        " rrf (the spec's reciprocal-rank fusion); default: the base's spec.fusion, else relative",
+    )
+    search.add_argument(
+        "--json", action="store_true", help="print exactly what the HTTP API answers"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from metis_lite.base import Base
+    from metis_lite.serialize import answer_to_json
+
+    filters = Filters(
+        path_prefix=args.prefix, kinds=tuple(args.kind or ()), sources=tuple(args.source or ())
+    )
+    with Base.open(args.base) as base:
+        answer = base.search(
+            args.question,
+            mode=args.mode,
+            top_k=args.top_k,
+            rerank=not args.no_rerank,
+            filters=filters,
+            fusion=args.fusion,
+        )
+    if args.json:
+        print_json(answer_to_json(answer))
+        return 0
+    for warning in answer.warnings:
+        warn(f"warning: {warning.message}")
+    for n, result in enumerate(answer.results, start=1):
+        c = result.citation
+        say(f"{n}. {c.title} — {citation_text(c)}")
+        if result.fact is not None and not result.fact.holds:
+            say(f"   {replaced_text(result.fact.replaced_by, result.fact.replaced_at)}")
+        if c.headings:
+            say(f"   {' > '.join(c.headings)}")
+        say(f"   {c.snippet}")
+        say(f"   {score_line(result.scores, answer.mode)}")
+    warn(summary_line(answer))
+    return 0
+
+
+def citation_text(c: Any) -> str:
+    """`source/path:line` (md, txt), `source/path, page N` (pdf), `source/path` (html, docx)."""
+    where = f", page {c.page}" if c.page else f":{c.line}" if c.line else ""
+    return f"{c.source}/{c.document}{where}"
+
+
+def score_line(scores: Any, mode: str = "hybrid") -> str:
+    """The spec's line: meaning 0.830 (#1) · words 7.41 (#2) · fused 0.0328 · reranker 0.970.
+
+    Only the scores the mode produced: a keyword or dense search has no fused score."""
+    parts = []
+    if scores.dense is not None:
+        parts.append(f"meaning {scores.dense:.3f} (#{scores.dense_rank})")
+    if scores.keyword is not None:
+        parts.append(f"words {scores.keyword:.2f} (#{scores.keyword_rank})")
+    if scores.fused is not None and mode == "hybrid":
+        parts.append(f"fused {scores.fused:.4f}")
+    if scores.rerank is not None:
+        parts.append(f"reranker {scores.rerank:.3f}")
+    return " · ".join(parts)
+
+
+def summary_line(answer: Any) -> str:
+    """`N results, mode; took T ms (…)`, naming only the steps that ran."""
+    codes = {w.code for w in answer.warnings}
+    t = answer.took
+    ran = {
+        "embed": answer.mode != "keyword" and not codes & _NOT_EMBEDDED,
+        "meaning": answer.mode != "keyword" and not codes & _NOT_EMBEDDED,
+        "words": answer.mode != "dense",
+        "fuse": answer.mode == "hybrid",
+        "rerank": answer.reranked or "RERANKER_UNAVAILABLE" in codes,
+    }
+    ms = {
+        "embed": t.embed,
+        "meaning": t.dense,
+        "words": t.keyword,
+        "fuse": t.fuse,
+        "rerank": t.rerank,
+    }
+    steps = " · ".join(f"{step} {ms[step]:.1f}" for step, did in ran.items() if did)
+    count = len(answer.results)
+    return (
+        f"{count} result{'' if count == 1 else 's'}, {answer.mode}"
+        f"{', reranked' if answer.reranked else ''}; took {t.total:.1f} ms"
+        + (f" ({steps})" if steps else "")
+    )
