@@ -1,9 +1,16 @@
-"""How sequences are cut into sub-batches (batching._buckets), and that a runner's results come
-back in the sequences' order whatever the cut."""
+"""How sequences are cut into sub-batches (batching._buckets), that a runner's results come
+back in the sequences' order whatever the cut, and that a runner takes as many threads as the
+process has cores (under `taskset`)."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
+
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -70,3 +77,43 @@ def test_runner_returns_rows_in_the_sequences_order():
             runner.close()
         np.testing.assert_array_equal(rows[:, 0], np.arange(60))
         np.testing.assert_array_equal(rows[:, 1], np.arange(60) % 2)
+
+
+_WORKERS_PROBE = (
+    "import os, sys; from metis_lite.models.batching import BatchRunner, allowed_cores;"
+    " r = BatchRunner(object(), workers=int(sys.argv[1]) if len(sys.argv) > 1 else None);"
+    " print(allowed_cores(), r.workers, len(os.sched_getaffinity(0))); r.close()"
+)
+
+
+def _workers_under(cores: str, *args: str) -> list[int]:
+    done = subprocess.run(
+        ["taskset", "-c", cores, sys.executable, "-c", _WORKERS_PROBE, *args],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    return [int(n) for n in done.stdout.split()]
+
+
+@pytest.mark.skipif(shutil.which("taskset") is None, reason="taskset (util-linux) is not installed")
+def test_workers_follow_the_cores_the_process_may_run_on():
+    assert _workers_under("0") == [1, 1, 1]
+    every = sorted(os.sched_getaffinity(0))
+    allowed = ",".join(map(str, every))
+    assert _workers_under(allowed) == [len(every)] * 3
+    cores, workers, _ = _workers_under("0", "3")  # an override is used as given
+    assert (cores, workers) == (1, 3)
+
+
+def test_a_runner_made_in_a_pinned_process_is_told_its_cores(monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 5, 7})
+    assert batching.allowed_cores() == 5
+    runner = BatchRunner(_RowEncoder())
+    try:
+        assert runner.workers == (5 if batching._blas_controller() is not None else 1)
+    finally:
+        runner.close()
+    monkeypatch.delattr(os, "sched_getaffinity")
+    assert batching.allowed_cores() == (os.cpu_count() or 1)

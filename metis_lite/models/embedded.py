@@ -74,6 +74,7 @@ class EmbeddedEmbedder:
     (default multilingual-e5-small), `path` an e5 .bin file or a model folder (`path` wins).
 
     Loaded once, when made; `embed` may be called from several threads (one runs at a time).
+    `workers`: threads that embed a batch, by default one per core the process may run on.
     """
 
     def __init__(
@@ -107,8 +108,7 @@ class EmbeddedEmbedder:
             weights = bert.load_weights(encoder_folder)
         self.dimension = config.hidden_size
         encoder = bert.BertEncoder(config, weights)
-        options = {} if workers is None else {"workers": workers}
-        self._runner = BatchRunner(encoder, **options)
+        self._runner = BatchRunner(encoder, workers=workers)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Float32 (len(texts), dimension), each row L2-normalised."""
@@ -126,6 +126,16 @@ class EmbeddedEmbedder:
         A lone surrogate (Python strings and JSON may carry one) is read as a space, as the
         e5 tokenizer does: `tokenizers` would refuse the whole batch."""
         return self._tokenizer.encode_batch([_LONE_SURROGATE.sub(" ", text) for text in texts])
+
+    def token_counts(self, texts: Sequence[str]) -> list[int]:
+        """How many tokens the model reads of each text (truncated as `embed` reads it): what
+        a request costs, so that the model server can bound it before running the model."""
+        return [len(encoding.ids) for encoding in self.encode(texts)]
+
+    @property
+    def workers(self) -> int:
+        """Threads that embed a batch (batching.BatchRunner)."""
+        return self._runner.workers
 
     def close(self) -> None:
         self._runner.close()
