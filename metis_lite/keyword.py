@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import math
 
-from metis_lite.records import Filters, Hit, Warning
+from metis_lite.records import Filters, Hit, QuestionWords, Warning
+from metis_lite.settings import COMMON_WORD_MIN_CHUNKS, COMMON_WORD_SHARE
 from metis_lite.store import Store, filter_clause
 from metis_lite.tokenizer import fts_match, tokens
 
@@ -47,19 +48,30 @@ def index_warnings(store: Store) -> list[Warning]:
     return [WORDS_INDEX_OUTDATED] if store.words_outdated else []
 
 
-def search_words(store: Store, question: str) -> list[str]:
-    """The question's distinct words that can change a BM25 score.
+def question_words(store: Store, question: str) -> QuestionWords:
+    """The question's distinct words by the base's word rules, with how many chunks hold each
+    (FTS5's own vocabulary) and whether each is common there (COMMON_WORD_SHARE)."""
+    words = tuple(dict.fromkeys(tokens(question, version=store.words_version)))
+    if not words:
+        return QuestionWords()
+    total, frequency = store.document_frequencies(words)
+    held = tuple(frequency[w] for w in words)
+    floor = COMMON_WORD_SHARE * total if total >= COMMON_WORD_MIN_CHUNKS else math.inf
+    return QuestionWords(words, total, held, tuple(n >= floor for n in held))
+
+
+def search_words(store: Store, question: str, asked: QuestionWords | None = None) -> list[str]:
+    """The question's distinct words that can change a BM25 score (`asked`: the question's
+    words as question_words read them, when the caller has them).
 
     FTS5's bm25() gives a word held by half the chunks or more an idf of 1e-6: it adds nothing
     to any score, yet FTS5 would read its whole posting list (most of the base). Such words are
     left out of the query unless the question has no other word.
     """
-    words = list(dict.fromkeys(tokens(question, version=store.words_version)))
-    if len(words) < 2:
-        return words
-    total, frequency = store.document_frequencies(words)
-    telling = [w for w in words if 2 * frequency[w] < total]
-    return telling or words
+    if asked is None:
+        asked = question_words(store, question)
+    telling = [w for w, n in zip(asked.words, asked.held, strict=True) if 2 * n < asked.chunks]
+    return telling if len(asked.words) > 1 and telling else list(asked.words)
 
 
 def best_possible(store: Store, question: str) -> float:
@@ -80,9 +92,17 @@ def _idf(total: int, held: int) -> float:
     return math.log(ratio) if ratio > 1.0 else MIN_IDF
 
 
-def search(store: Store, question: str, n: int, *, filters: Filters | None = None) -> list[Hit]:
-    """The n chunks that best match the question's words, best first; [] when it has none."""
-    words = search_words(store, question)
+def search(
+    store: Store,
+    question: str,
+    n: int,
+    *,
+    filters: Filters | None = None,
+    asked: QuestionWords | None = None,
+) -> list[Hit]:
+    """The n chunks that best match the question's words, best first; [] when it has none.
+    `asked`: the question's words as question_words read them, when the caller has them."""
+    words = search_words(store, question, asked)
     if not words or n <= 0:
         return []
     match = fts_match(words)

@@ -113,6 +113,40 @@ class Fact:
 
 
 @dataclass(frozen=True)
+class QuestionWords:
+    """A question's distinct words as a base's words index reads them, with how many of the
+    base's `chunks` hold each (`held`) and whether each is `common` there: read once per search
+    (keyword.question_words), for the search by words, the snippets and each result's words."""
+
+    words: tuple[str, ...] = ()
+    chunks: int = 0
+    held: tuple[int, ...] = ()
+    common: tuple[bool, ...] = ()
+
+    @property
+    def telling(self) -> tuple[str, ...]:
+        """The words that are not common in the base: those a snippet is chosen by and marks."""
+        return tuple(w for w, common in zip(self.words, self.common, strict=True) if not common)
+
+
+@dataclass(frozen=True)
+class WordMatch:
+    """A word of the question that a result holds, as its base's words index reads it.
+
+    `exact`: the chunk holds the word itself (in its text, title or headings), so a search by
+    words matches it; `forms`: the words of its text that are the word, or the word with an
+    ending (gets for get, snippet.holds), which the snippet counts and the console marks.
+    `chunks`: how many of the base's chunks hold the word; `common`: so many that it tells a
+    passage from the rest by little (settings.COMMON_WORD_SHARE)."""
+
+    word: str
+    chunks: int
+    common: bool
+    exact: bool
+    forms: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Result:
     chunk_id: int
     score: float
@@ -121,6 +155,7 @@ class Result:
     scores: Scores
     base: str | None = None
     fact: Fact | None = None  # the fact a memory's note states (its date, whether it holds)
+    words: tuple[WordMatch, ...] = ()  # the question's words it holds, in the question's order
 
 
 @dataclass(frozen=True)

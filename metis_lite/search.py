@@ -27,12 +27,14 @@ from metis_lite.dense import VectorIndex
 from metis_lite.errors import EmbeddingModelUnavailable, InvalidRequest, ModelError
 from metis_lite.fusion import relative, rrf
 from metis_lite.models.base import Embedder, Reranker
+from metis_lite.plain import plain_text
 from metis_lite.records import (
     Answer,
     Citation,
     Fact,
     Filters,
     Hit,
+    QuestionWords,
     Result,
     Scores,
     Took,
@@ -53,9 +55,9 @@ from metis_lite.settings import (
     TOP_K,
     TOP_K_MAX,
 )
-from metis_lite.snippet import snippet
+from metis_lite.snippet import snippet, word_matches
 from metis_lite.store import ChunkRow, Store
-from metis_lite.tokenizer import token_spans, tokens
+from metis_lite.tokenizer import token_spans
 
 MemoryOrder = Callable[[Store, list[Hit]], list[Hit]]
 """Step 6's seam: reorders a memory's results (facts that hold first); identity elsewhere."""
@@ -162,9 +164,11 @@ def search(
 
     # Step 3. By words.
     keyword_hits: list[Hit] = []
+    asked: QuestionWords | None = None
     if mode in ("hybrid", "keyword"):
         warnings += keyword.index_warnings(ctx.store)
-        keyword_hits = keyword.search(ctx.store, question, n, filters=filters)
+        asked = keyword.question_words(ctx.store, question)
+        keyword_hits = keyword.search(ctx.store, question, n, filters=filters, asked=asked)
     took["keyword"] = clock.lap()
 
     # Step 4. Fuse.
@@ -200,7 +204,9 @@ def search(
         order = ctx.memory_order(ctx.store, order)
 
     # Step 7. Cite the top_k.
-    results = _cite(ctx, question, order[:top_k], dense_hits, keyword_hits, fused, rerank_scores)
+    if asked is None:  # a search by meaning only: the words still tell what a result holds
+        asked = keyword.question_words(ctx.store, question)
+    results = _cite(ctx, asked, order[:top_k], dense_hits, keyword_hits, fused, rerank_scores)
     took["total"] = clock.total()
     return Answer(mode, reranked, tuple(warnings), Took(**took), tuple(results))
 
@@ -302,7 +308,7 @@ def _rerank_text(row: ChunkRow) -> str:
 
 def _cite(
     ctx: SearchContext,
-    question: str,
+    asked: QuestionWords,
     hits: Sequence[Hit],
     dense_hits: Sequence[Hit],
     keyword_hits: Sequence[Hit],
@@ -313,7 +319,8 @@ def _cite(
     dense = {h.chunk_id: h for h in dense_hits}
     words = {h.chunk_id: h for h in keyword_hits}
     fused_by_id = {h.chunk_id: h for h in fused}
-    terms = list(dict.fromkeys(tokens(question)))
+    terms = asked.telling or asked.words  # a question of common words only is read by them
+    version = ctx.store.words_version
     facts = ctx.facts_of(ctx.store, [hit.chunk_id for hit in hits]) if ctx.facts_of else {}
     results = []
     for hit in hits:
@@ -335,7 +342,7 @@ def _cite(
             title=row.title,
             kind=row.kind,
             headings=row.headings,
-            snippet=snippet(row.text, terms),
+            snippet=snippet(plain_text(row.text, row.kind), terms, version=version),
             page=row.page,
             line=row.line,
         )
@@ -349,6 +356,9 @@ def _cite(
                 scores,
                 base=ctx.base,
                 fact=facts.get(hit.chunk_id),
+                words=word_matches(
+                    asked, row.text, " ".join((row.title, *row.headings)), version=version
+                ),
             )
         )
     return results

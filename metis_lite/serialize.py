@@ -51,6 +51,16 @@ def result_to_json(result: Result) -> dict[str, Any]:
         out["base"] = result.base
     if result.fact is not None:
         out["fact"] = fact_to_json(result.fact)
+    out["words"] = [
+        {
+            "word": w.word,
+            "chunks": w.chunks,
+            "common": w.common,
+            "exact": w.exact,
+            "forms": list(w.forms),
+        }
+        for w in result.words
+    ]
     return out
 
 

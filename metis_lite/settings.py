@@ -53,6 +53,17 @@ MODEL_DEADLINE_S = 10.0
 SNIPPET_CHARS = 240
 """A citation's snippet: up to 240 characters around the best sentence ("What a result holds")."""
 
+COMMON_WORD_SHARE = 0.25
+"""A question word held by at least this share of a base's chunks is common there: it tells a
+passage from the rest by less than 3 to 1 (its BM25 idf is under log 3 ≈ 1.1, against ~3.8 for
+a word of one chunk in 46). A snippet is not chosen by it, the console does not mark it, and a
+result that shares only such words is not said to name a term of the question. (The search by
+words still asks for it; it leaves out only words held by half the chunks or more.)"""
+
+COMMON_WORD_MIN_CHUNKS = 10
+"""A base of fewer chunks has no common word: shares of so few chunks say nothing (in a base of
+four chunks, a word of one would be held by a quarter)."""
+
 MAX_FILE_BYTES = 50 * 1024 * 1024
 """Files larger than this are skipped with a reason (per base, `spec.max_file_bytes`)."""
 

@@ -4,25 +4,31 @@ The spec ("What a result holds"): the snippet is "up to 240 characters around th
 holding most of the question's words". The chunk's whitespace is collapsed to single spaces
 (a snippet is one line to read), its sentences are scored by how many distinct question words
 each holds (folded by the index's own tokenizer, so `configuracao` matches `Configuração`;
-a word also holds a question word it begins with or that begins with it, `gets` for `get`),
-and the best one wins: the earliest on a tie, the first when none holds a question word.
+a word also holds a question word that it is with an ending, or that is it with an ending:
+`gets` for `get`, `holiday` for `holidays`; see `holds`), and the best one wins: the earliest
+on a tie, the first when none holds a question word.
 
 A best sentence that fits is widened up to the limit with the words after it, then with the
 whole sentences before it (so the snippet starts where a sentence does); one that does not fit
 is cut to the window holding most of its question words. Cuts fall between words, and inside a
 word only when it is longer than the window. A cut end is marked with "…", and the marks count
 towards the limit.
+
+`word_matches` says which of the question's words a result holds, and in which forms: what a
+result tells of its words, and what the console marks.
 """
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections import Counter
 from collections.abc import Iterable
 
 from metis_lite.errors import InvalidRequest
+from metis_lite.records import QuestionWords, WordMatch
 from metis_lite.settings import SNIPPET_CHARS
-from metis_lite.tokenizer import token_spans, tokens
+from metis_lite.tokenizer import VERSION, token_spans, tokens
 
 ELLIPSIS = "…"
 """Marks each end of a snippet where the text goes on."""
@@ -33,6 +39,11 @@ SNIPPET_CHARS_MIN = 10
 PREFIX_CHARS = 3
 """A question word and a word of the text match for the snippet when one begins with the other
 and the shorter has at least this many characters ("get" and "gets"; "do" only as itself)."""
+
+ENDING_SHARE = 0.5
+"""…and the longer adds at most this share of the shorter's characters, at least one: an
+ending, not another word ("gets" for "get", "vacations" for "vacation"; not "career" for
+"car" nor "getting" for "get", which would mark half a text for a short question word)."""
 
 _CLOSE, _CJK_END, _CJK_CLOSE = "\"'”’»)\\]", "。！？｡", "」』”’）)"
 _SENTENCE_END = re.compile(
@@ -47,12 +58,14 @@ _WORD_BREAK = re.compile(
 )
 
 
-def snippet(text: str, question_terms: Iterable[str], *, limit: int = SNIPPET_CHARS) -> str:
+def snippet(
+    text: str, question_terms: Iterable[str], *, limit: int = SNIPPET_CHARS, version: int = VERSION
+) -> str:
     """At most `limit` characters of `text` around its sentence holding most question words.
 
     `question_terms` are the question's words as `tokenizer.tokens` gives them (they are
-    folded again here, so raw words work too). Raises InvalidRequest for a limit below
-    SNIPPET_CHARS_MIN.
+    folded again here, so raw words work too); `version`: the word rules of the base's words
+    index. Raises InvalidRequest for a limit below SNIPPET_CHARS_MIN.
     """
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < SNIPPET_CHARS_MIN:
         raise InvalidRequest(
@@ -61,12 +74,12 @@ def snippet(text: str, question_terms: Iterable[str], *, limit: int = SNIPPET_CH
     flat = " ".join(text.split())
     if len(flat) <= limit:
         return flat
-    terms = _fold_terms(question_terms)
-    start, end = _best_sentence(flat, terms)
+    terms = _fold_terms(question_terms, version)
+    start, end = _best_sentence(flat, terms, version)
     if (end - start) + (start > 0) + (end < len(flat)) <= limit:
         start, end = _widen(flat, start, end, limit)
     else:
-        start, end = _window(flat, start, end, terms, limit)
+        start, end = _window(flat, start, end, terms, limit, version)
     lead = ELLIPSIS if start > 0 else ""
     trail = ELLIPSIS if end < len(flat) else ""
     return lead + flat[start:end] + trail
@@ -100,17 +113,62 @@ def sentences(flat: str) -> list[tuple[int, int]]:
     return out
 
 
-def _fold_terms(question_terms: Iterable[str]) -> frozenset[str]:
-    return frozenset(word for term in question_terms for word in tokens(term))
+def word_matches(
+    asked: QuestionWords, text: str, context: str = "", *, version: int = VERSION
+) -> tuple[WordMatch, ...]:
+    """The question's words that a chunk holds, in the question's order: each with whether the
+    chunk holds the word itself (in `text` or in `context`, its title and headings, as the words
+    index has them) and the words of `text` that hold it (see `holds`), with how many of the
+    base's chunks hold it and whether it is common there."""
+    found = set(tokens(text, version=version))
+    around = set(tokens(context, version=version)) if context else set()
+    ordered = sorted(found)
+    out = []
+    for word, chunks, common in zip(asked.words, asked.held, asked.common, strict=True):
+        forms = tuple(sorted(w for w in _candidates(word, found, ordered) if holds(w, word)))
+        exact = word in found or word in around
+        if exact or forms:
+            out.append(WordMatch(word, chunks, common, exact, forms))
+    return tuple(out)
 
 
-def _best_sentence(flat: str, terms: frozenset[str]) -> tuple[int, int]:
+def _candidates(word: str, found: set[str], ordered: list[str]) -> list[str]:
+    """The words of `found` that may hold `word`: itself, the words it begins, those it ends."""
+    out = [word] if word in found else []
+    if len(word) >= PREFIX_CHARS:
+        out += [word[:n] for n in range(PREFIX_CHARS, len(word)) if word[:n] in found]
+        at = bisect.bisect_right(ordered, word)
+        while at < len(ordered) and ordered[at].startswith(word):
+            out.append(ordered[at])
+            at += 1
+    return out
+
+
+def holds(word: str, term: str) -> bool:
+    """Whether a word of a text holds a question word: it is the word, or one of the two is the
+    other with an ending — it begins with the other, which has at least PREFIX_CHARS characters,
+    and adds at most ENDING_SHARE of them (get → gets, holidays → holiday; not car → career)."""
+    if word == term:
+        return True
+    short, long = (word, term) if len(word) < len(term) else (term, word)
+    return (
+        len(short) >= PREFIX_CHARS
+        and long.startswith(short)
+        and len(long) - len(short) <= max(1, int(ENDING_SHARE * len(short)))
+    )
+
+
+def _fold_terms(question_terms: Iterable[str], version: int = VERSION) -> frozenset[str]:
+    return frozenset(word for term in question_terms for word in tokens(term, version=version))
+
+
+def _best_sentence(flat: str, terms: frozenset[str], version: int) -> tuple[int, int]:
     """The sentence holding most distinct question words; the earliest of equals."""
     spans = sentences(flat)
     best, best_count = spans[0], 0
     if terms:
         for start, end in spans:
-            count = held(terms, tokens(flat[start:end]))
+            count = held(terms, tokens(flat[start:end], version=version))
             if count > best_count:
                 best, best_count = (start, end), count
                 if count == len(terms):
@@ -119,11 +177,10 @@ def _best_sentence(flat: str, terms: frozenset[str]) -> tuple[int, int]:
 
 
 def held(terms: frozenset[str], words: Iterable[str]) -> int:
-    """How many of the question's words a sentence's words hold: the word itself, or a word
-    that begins with it or that it begins with, when the shorter has at least PREFIX_CHARS
-    characters (get → gets, holidays → holiday). A snippet is for reading, not ranking: this
-    finds the sentence that says "Every employee gets 25 days" for "how many days do I get"
-    where the words' index, which does not stem, matches only "get" elsewhere."""
+    """How many of the question's words a sentence's words hold: the word itself, or the word
+    with an ending (see `holds`: get → gets, holidays → holiday). A snippet is for reading, not
+    ranking: this finds the sentence that says "Every employee gets 25 days" for "how many days
+    do I get" where the words' index, which does not stem, matches only "get" elsewhere."""
     found = {_term_of(word, terms) for word in set(words)}
     found.discard(None)
     return len(found)
@@ -135,7 +192,7 @@ def _term_of(word: str, terms: frozenset[str]) -> str | None:
         return word
     if len(word) >= PREFIX_CHARS:
         for term in terms:
-            if len(term) >= PREFIX_CHARS and (word.startswith(term) or term.startswith(word)):
+            if holds(word, term):
                 return term
     return None
 
@@ -170,12 +227,14 @@ def _widen(flat: str, start: int, end: int, limit: int) -> tuple[int, int]:
     return start, end
 
 
-def _window(flat: str, start: int, end: int, terms: frozenset[str], limit: int) -> tuple[int, int]:
+def _window(
+    flat: str, start: int, end: int, terms: frozenset[str], limit: int, version: int
+) -> tuple[int, int]:
     """The part of a too-long sentence that holds most of its question words, cut at words."""
     width = limit - 2 * len(ELLIPSIS)
     matches = [
         (start + s, start + e, term)
-        for s, e, word in token_spans(flat[start:end])
+        for s, e, word in token_spans(flat[start:end], version=version)
         if (term := _term_of(word, terms)) is not None
     ]
     low, high = _densest(matches, width) if matches else (start, start)

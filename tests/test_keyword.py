@@ -10,7 +10,7 @@ from conftest import add_passages
 
 from metis_lite import keyword
 from metis_lite.keyword import CONTEXT_WEIGHT, TEXT_WEIGHT
-from metis_lite.records import Chunk, Filters
+from metis_lite.records import Chunk, Filters, QuestionWords
 from metis_lite.store import Store
 from metis_lite.tokenizer import tokens
 
@@ -186,3 +186,24 @@ def test_best_possible_is_the_score_of_a_chunk_holding_each_word_once(store):
     with_unknown = keyword.best_possible(store, "proxy rede vacation kubernetes")
     assert math.isclose(with_unknown - hits[0].score, math.log(12.5 / 0.5), rel_tol=1e-6)
     assert keyword.best_possible(store, "?!") == 0.0
+
+
+def test_question_words_count_the_chunks_holding_each_word_and_say_which_are_common(store):
+    # 12 chunks: "the" in all, "leave" in 3 (a quarter: common), "budget" in 2, "gpu" in none.
+    texts = [f"the note {n}" for n in range(7)] + ["the budget", "the budget plan"]
+    add_passages(store, texts + ["the leave", "the leave days", "leave the rest"])
+    asked = keyword.question_words(store, "The budget, the LEAVE: a GPU")
+    assert asked.words == ("the", "budget", "leave", "gpu")
+    assert (asked.chunks, asked.held) == (12, (12, 2, 3, 0))
+    assert asked.common == (True, False, True, False)
+    assert asked.telling == ("budget", "gpu")
+    assert keyword.search_words(
+        store, "the budget", asked=keyword.question_words(store, "the budget")
+    ) == ["budget"]
+
+
+def test_no_word_is_common_in_a_base_of_fewer_than_ten_chunks(store):
+    add_passages(store, ["the leave", "the leave", "the plan"])
+    asked = keyword.question_words(store, "the leave plan")
+    assert asked.held == (3, 2, 1) and asked.common == (False, False, False)
+    assert keyword.question_words(store, " ?! ") == QuestionWords()

@@ -1,22 +1,29 @@
-"""snippet.snippet and snippet.highlight_spans: the citation's few lines and what to highlight."""
+"""snippet.snippet, word_matches and highlight_spans: the citation's few lines, the question's
+words a result holds and what to highlight."""
 
 from __future__ import annotations
 
 import itertools
+import json
 
 import pytest
+from conftest import words_only_base
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from metis_lite.errors import InvalidRequest
-from metis_lite.settings import SNIPPET_CHARS
+from metis_lite.records import QuestionWords, WordMatch
+from metis_lite.serialize import answer_to_json
+from metis_lite.settings import COMMON_WORD_SHARE, SNIPPET_CHARS
 from metis_lite.snippet import (
     ELLIPSIS,
     SNIPPET_CHARS_MIN,
     held,
     highlight_spans,
+    holds,
     sentences,
     snippet,
+    word_matches,
 )
 from metis_lite.tokenizer import token_spans, tokens
 
@@ -248,3 +255,131 @@ def test_highlight_spans_join_the_bigrams_of_a_cjk_run():
     text = "東京都の天気、京都は晴れ。Tokyo東京"
     spans = highlight_spans(text, tokens("東京都 京都 tokyo"))
     assert [text[a:b] for a, b in spans] == ["東京都", "京都", "Tokyo", "東京"]
+
+
+# Holding a question word: the word, or the word with an ending
+
+
+@pytest.mark.parametrize(
+    ("word", "term", "holds_it"),
+    [
+        ("get", "get", True),
+        ("gets", "get", True),
+        ("get", "gets", True),
+        ("holiday", "holidays", True),
+        ("vacations", "vacation", True),
+        ("tested", "test", True),
+        ("getting", "get", False),  # a long ending on a short word: another word as often
+        ("career", "car", False),
+        ("doing", "do", False),  # two letters: only the word itself
+        ("do", "do", True),
+        ("policy", "policies", False),
+    ],
+)
+def test_a_word_holds_a_question_word_it_is_with_an_ending(word, term, holds_it):
+    assert holds(word, term) is holds_it
+
+
+def asked_of(words: dict[str, tuple[int, bool]], chunks: int = 100) -> QuestionWords:
+    return QuestionWords(
+        tuple(words),
+        chunks,
+        tuple(n for n, _ in words.values()),
+        tuple(common for _, common in words.values()),
+    )
+
+
+def test_word_matches_name_each_question_word_a_chunk_holds_and_its_forms():
+    asked = asked_of({"get": (3, False), "do": (40, True), "leave": (9, False), "xid": (2, False)})
+    text = "Employees get leave; each gets 25 days. Getting there: do it."
+    found = word_matches(asked, text, "Handbook Leave policy")
+    assert found == (
+        WordMatch("get", 3, False, exact=True, forms=("get", "gets")),
+        WordMatch("do", 40, True, exact=True, forms=("do",)),
+        WordMatch("leave", 9, False, exact=True, forms=("leave",)),
+    )
+    only_forms = word_matches(asked_of({"holidays": (0, False)}), "Public holiday list")
+    assert only_forms == (WordMatch("holidays", 0, False, exact=False, forms=("holiday",)),)
+    in_context = word_matches(asked, "nothing here", "Xid errors")
+    assert in_context == (WordMatch("xid", 2, False, exact=True, forms=()),)
+    assert word_matches(QuestionWords(), text) == ()
+
+
+@PROPERTIES
+@given(TEXT, TERMS)
+def test_word_matches_agree_with_a_word_by_word_reading(text, terms):
+    """Oracle: each word of the text compared with each question word, one by one."""
+    words = tuple(dict.fromkeys(w for term in terms for w in tokens(term)))
+    asked = QuestionWords(words, 10, (1,) * len(words), (False,) * len(words))
+    found = {m.word: m for m in word_matches(asked, text)}
+    present = tokens(text)
+    for word in words:
+        forms = sorted({w for w in present if holds(w, word)})
+        if forms:
+            assert found[word].forms == tuple(forms)
+            assert found[word].exact is (word in present)
+        else:
+            assert word not in found
+
+
+# Through a search: the words each result holds, and the snippet chosen by the telling ones
+
+
+def chunk_words(store, chunk_id: int) -> set[str]:
+    text, title, headings = store.db.execute(
+        "SELECT text, title, headings FROM chunks WHERE id = ?", (chunk_id,)
+    ).fetchone()
+    return set(tokens(" ".join([text, title, *json.loads(headings)])))
+
+
+def test_each_result_says_which_question_words_it_holds_and_how_common_they_are(example_base):
+    question = "how many holidays do I get"
+    answer = example_base.search(question, mode="hybrid", top_k=10, rerank=False)
+    store = example_base.store
+    ids = [row[0] for row in store.db.execute("SELECT id FROM chunks")]
+    held_by = {w: sum(w in chunk_words(store, i) for i in ids) for w in tokens(question)}
+    assert held_by["do"] >= COMMON_WORD_SHARE * len(ids) > held_by["get"] > 0  # the oracle's view
+    for result in answer.results:
+        holds_words = chunk_words(store, result.chunk_id)
+        for match in result.words:
+            assert match.chunks == held_by[match.word]
+            assert match.common is (held_by[match.word] >= COMMON_WORD_SHARE * len(ids))
+            assert match.exact is (match.word in holds_words)
+            assert set(match.forms) <= set(tokens(result.text))
+        exact = {m.word for m in result.words if m.exact}
+        assert exact == holds_words & set(tokens(question))
+    vacation = answer.results[0]
+    assert vacation.citation.line == 23  # "Every full-time employee gets 25 days…"
+    assert vacation.words == (WordMatch("get", held_by["get"], False, True, ("get", "gets")),)
+    as_json = answer_to_json(answer)["results"][0]["words"]
+    assert as_json == [
+        {
+            "word": "get",
+            "chunks": held_by["get"],
+            "common": False,
+            "exact": True,
+            "forms": ["get", "gets"],
+        }
+    ]
+
+
+def test_a_snippet_is_chosen_by_the_words_that_are_not_common(tmp_path):
+    """ "the" is in every chunk: the snippet is the sentence with "budget", not the first one,
+    which holds "the" three times (a tie of one word each, without the rule)."""
+    long = (
+        "The plan for the year is the one we wrote. "
+        + "Filler words go on here for a while. " * 6
+        + "Ask before any budget is spent."
+    )
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "plan.txt").write_text(long)
+    for n in range(11):
+        (folder / f"note-{n}.txt").write_text(f"The note {n} says nothing else.")
+    with words_only_base(tmp_path / "b.db", folder) as base:
+        base.index()
+        answer = base.search("the budget", mode="keyword", top_k=1, rerank=False)
+    (result,) = answer.results
+    assert [(m.word, m.common) for m in result.words] == [("the", True), ("budget", False)]
+    assert "Ask before any budget is spent." in result.citation.snippet
+    assert not result.citation.snippet.startswith("The plan")
