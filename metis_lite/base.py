@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from metis_lite import ingest, keyword, languages, memory
+from metis_lite.bm25 import WordIndex
 from metis_lite.chunking import check_chunk_size
 from metis_lite.dense import VectorIndex
 from metis_lite.errors import InvalidRequest
@@ -88,6 +89,7 @@ class Base:
         self._embedder: Embedder | None = None
         self._reranker: Reranker | None = None
         self._vectors = VectorIndex(self.model_label)
+        self._words = WordIndex(lambda: Store(self.path))  # its thread's own connection
         self._pending_searches = 0
         self._last_flush = time.monotonic()
         self._count_lock = threading.Lock()
@@ -113,6 +115,7 @@ class Base:
         return store
 
     def close(self) -> None:
+        self._words.close()
         self._flush_counts(force=True)
         for model in (self._embedder, self._reranker):
             if model is not None:
@@ -137,6 +140,7 @@ class Base:
         since (no source, no document): a command that failed before it had anything to write
         leaves no new file behind. Returns whether it was deleted."""
         empty = False
+        self._words.close()  # its connection would keep the base in WAL mode
         if self.created:
             counts = self.store.counts()
             empty = not counts["sources"] and not counts["documents"]
@@ -372,6 +376,7 @@ class Base:
         context = SearchContext(
             store=self.store,
             vectors=self._vectors,
+            words=self._words,
             embedder=self.embedder,
             reranker=self.reranker,
             query_prefix=self.prefixes()[0],

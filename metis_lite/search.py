@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from metis_lite import keyword
+from metis_lite.bm25 import WordIndex
 from metis_lite.dense import VectorIndex
 from metis_lite.errors import EmbeddingModelUnavailable, InvalidRequest, ModelError
 from metis_lite.fusion import relative, rrf
@@ -80,6 +81,7 @@ class SearchContext:
     facts_of: FactsOf | None = None
     base: str | None = None
     language_warning: Callable[[], Warning | None] | None = None  # issue 12: model vs. base text
+    words: WordIndex | None = None  # the base's words in memory (bm25.py), when it keeps them
 
 
 def candidates(top_k: int) -> int:
@@ -168,7 +170,9 @@ def search(
     if mode in ("hybrid", "keyword"):
         warnings += keyword.index_warnings(ctx.store)
         asked = keyword.question_words(ctx.store, question)
-        keyword_hits = keyword.search(ctx.store, question, n, filters=filters, asked=asked)
+        keyword_hits = keyword.search(
+            ctx.store, question, n, filters=filters, asked=asked, index=ctx.words, allowed=allowed
+        )
     took["keyword"] = clock.lap()
 
     # Step 4. Fuse.

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
@@ -155,7 +155,13 @@ class _Patterns:
 
 _BMP = _Patterns.of(astral=False)
 _ASTRAL = _Patterns.of(astral=True)
-_ASCII_WORD = re.compile(r"[a-z0-9]+")
+_ASCII_WORD = re.compile(r"[a-z0-9]{2,}|(?<![a-z0-9])[0-9](?![a-z0-9])")
+"""An ASCII word as kept: a run of two or more letters and digits, or a lone digit (one regex
+instead of a Python test of each run: ~25 % faster)."""
+_ASCII_WORD_OR_END = re.compile(_ASCII_WORD.pattern + "|\x00")
+
+TEXT_END = "\x00"
+"""What `words_of` puts after each text's words (never a word: not a letter or a digit)."""
 _ASTRAL_CHARACTER = re.compile("[\U00010000-\U0010ffff]")
 _STRIP = re.compile(f"[{_class(STRIPPED_RANGES)}{JOINERS}]+")
 
@@ -182,7 +188,7 @@ def tokens(text: str, *, version: int = VERSION) -> list[str]:
     if version == 1:
         return _tokens_v1(text)
     if text.isascii():
-        return [w for w in _ASCII_WORD.findall(text.lower()) if _keep(w)]
+        return _ASCII_WORD.findall(text.lower())
     patterns = _ASTRAL if _ASTRAL_CHARACTER.search(text) else _BMP
     if re.search(patterns.unsafe, text):
         # ™ or ㈱ would make words in the folded text that the text as written has not.
@@ -200,6 +206,26 @@ def tokens(text: str, *, version: int = VERSION) -> list[str]:
         else:
             units = re.findall(patterns.unit, run)
             out.extend([a + b for a, b in pairwise(units)] if len(units) > 1 else [run])
+    return out
+
+
+def words_of(texts: Sequence[str], *, version: int = VERSION) -> list[str]:
+    """tokens() of each text in turn, each text's words followed by TEXT_END, in one list: a
+    run of ASCII texts is read by one regex over them all, joined by TEXT_END (the words of
+    many chunks at once, for bm25.py)."""
+    out: list[str] = []
+    ascii_run: list[str] = []
+    for text in texts:
+        if text.isascii() and TEXT_END not in text:
+            ascii_run.append(text)
+            continue
+        if ascii_run:
+            out += _ASCII_WORD_OR_END.findall((TEXT_END.join(ascii_run) + TEXT_END).lower())
+            ascii_run = []
+        out += tokens(text, version=version)
+        out.append(TEXT_END)
+    if ascii_run:
+        out += _ASCII_WORD_OR_END.findall((TEXT_END.join(ascii_run) + TEXT_END).lower())
     return out
 
 

@@ -341,3 +341,22 @@ def test_each_index_is_read_by_the_rules_it_declares():
     assert set(vocabulary["new"]) == {"東京", "京都", "都の", "の天", "天気", "हिन्दी"}
     with pytest.raises(ValueError, match="word rules"):
         connection.execute("CREATE VIRTUAL TABLE newer USING fts5(text, tokenize='metis 3')")
+
+
+ASCII_RUNS = st.text(alphabet="aZ09 _-.,\x00\t", max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(ASCII_RUNS, st.text(max_size=20), SCRIPTS), max_size=12))
+def test_words_of_many_texts_are_each_texts_tokens_in_turn(texts):
+    for version in tokenizer.VERSIONS:
+        expected = []
+        for text in texts:
+            expected += [*tokens(text, version=version), tokenizer.TEXT_END]
+        assert tokenizer.words_of(texts, version=version) == expected
+
+
+@given(ASCII_RUNS)
+def test_ascii_words_are_runs_of_two_or_more_or_a_lone_digit(text):
+    runs = [w for w in "".join(c if c.isalnum() else " " for c in text.lower()).split()]
+    assert tokens(text) == [w for w in runs if len(w) > 1 or w.isdigit()]
