@@ -144,6 +144,13 @@ class Browser:
     def size(self, width: int, height: int) -> None:
         self._session("POST", "/window/rect", {"width": width, "height": height})
 
+    def viewport(self, width: int, height: int) -> None:
+        """Size the window so that the page sees `width` × `height` CSS pixels (innerWidth and
+        innerHeight): a window's size counts the browser's own bars too."""
+        self.size(width, height)
+        inner = self.execute("return [window.innerWidth, window.innerHeight]")
+        self.size(2 * width - inner[0], 2 * height - inner[1])
+
     def execute(self, script: str, *args: Any) -> Any:
         return self._session("POST", "/execute/sync", {"script": script, "args": list(args)})
 

@@ -10,6 +10,7 @@
  *   bases.js    the form's pick lists and the Bases page
  *   results.js  one answer: warnings, timings, results
  *   compare.js  three answers side by side: Both, Meaning, Words, why it came up
+ *   document.js a result's document at its cited passage (docs/console.md)
  */
 
 import { ApiError, api } from "./api.js";
@@ -17,7 +18,7 @@ import { anyReranker, fillKindOptions, loadBases, picked, setPicked, showBasesPa
 import { COMPARE_MODES, showComparison } from "./compare.js";
 import { showDocumentPage } from "./document.js";
 import { $, el } from "./dom.js";
-import { MODE_NAMES, showAnswer, showError, showLoading } from "./results.js";
+import { MODE_NAMES, revealAnswer, showAnswer, showError, showLoading } from "./results.js";
 
 const TOP_K_DEFAULT = 10;
 const TOP_K_MAX = 100;
@@ -112,20 +113,23 @@ async function runSearch(state) {
   }
   if (!state.bases.length) {
     showError(new ApiError(400, "NO_BASE", "pick at least one base to search"));
+    revealAnswer();
     return;
   }
   showLoading(state.compare);
+  revealAnswer();
   if (state.compare) {
     const settled = await Promise.allSettled(COMPARE_MODES.map((mode) => ask(state, mode)));
     if (number === searchNumber) showComparison(settled, state);
-    return;
+  } else {
+    try {
+      const answer = await ask(state, state.mode);
+      if (number === searchNumber) showAnswer(answer, state, stateToHash);
+    } catch (error) {
+      if (number === searchNumber) showError(error);
+    }
   }
-  try {
-    const answer = await ask(state, state.mode);
-    if (number === searchNumber) showAnswer(answer, state, stateToHash);
-  } catch (error) {
-    if (number === searchNumber) showError(error);
-  }
+  if (number === searchNumber) revealAnswer();
 }
 
 function onSubmit(event) {

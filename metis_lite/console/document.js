@@ -1,7 +1,8 @@
 /* A result's document, opened at its place: the Document page (#/document?…) shows a text or
- * Markdown file with its lines numbered and the cited line marked and scrolled to, and an HTML
- * page in a sandboxed frame (no script, no access to this page); a PDF opens in the browser's
- * own viewer at the cited page, a Word file is downloaded.
+ * Markdown file with its lines numbered and the cited passage's lines marked and scrolled to
+ * (below the page's head, which stays in view with its Back link), and an HTML page in a
+ * sandboxed frame as tall as the page it holds (no script, no form: it is shown, never run);
+ * a PDF opens in the browser's own viewer at the cited page, a Word file is downloaded.
  *
  * Every file comes from the service's GET /v1/bases/{base}/documents/{source}/{path}, which
  * serves only documents the base has indexed, from inside its sources, to a token allowed that
@@ -15,6 +16,7 @@ import { $, el } from "./dom.js";
 const SHOWN_HERE = new Set(["md", "txt", "html"]);
 const MAX_LINES_SHOWN = 20000;
 const LINES_AROUND = 5000;
+const PASSAGE_MARGIN_PX = 16; // room kept between the page's head and a passage scrolled to
 
 /** The service's address of a document's file. */
 export function documentUrl(base, source, path) {
@@ -22,13 +24,19 @@ export function documentUrl(base, source, path) {
   return `/v1/bases/${parts[0]}/documents/${parts.slice(1).join("/")}`;
 }
 
-/** The link from a result to its document at its page or line; null for a note (no file). */
-export function documentLink(base, citation, label) {
+/** The link from a result to its document at its page or its lines; null for a note (no
+ * file). A passage's lines are the file's own from its line on (chunking keeps them), so its
+ * last line is its first plus the line breaks of its `text`. */
+export function documentLink(base, citation, label, text = "") {
   if (!base || !citation || citation.kind === "note") return null;
   const { source, document, page, line } = citation;
   if (SHOWN_HERE.has(citation.kind)) {
     const params = new URLSearchParams({ base, source, path: document });
-    if (line) params.set("line", String(line));
+    if (line) {
+      params.set("line", String(line));
+      const breaks = (text.match(/\n/g) || []).length;
+      if (breaks) params.set("end", String(line + breaks));
+    }
     return el("a", { className: "doc", attrs: { href: `#/document?${params}` } }, label);
   }
   const url = documentUrl(base, source, document) + (page ? `#page=${page}` : "");
@@ -59,16 +67,19 @@ async function openWithToken(url, page) {
   }
 }
 
-/** The Document page for #/document?base=…&source=…&path=…&line=N. */
+/** The Document page for #/document?base=…&source=…&path=…&line=N&end=M (the passage's
+ * first and last lines; `end` absent: one line). */
 export async function showDocumentPage(query) {
   const params = new URLSearchParams(query);
   const base = params.get("base") || "";
   const source = params.get("source") || "";
   const path = params.get("path") || "";
   const line = parseInt(params.get("line"), 10) || null;
+  const end = line ? Math.max(line, parseInt(params.get("end"), 10) || line) : null;
   const kind = (path.split(".").pop() || "").toLowerCase();
   $("document-heading").textContent = `${source}/${path}`;
-  $("document-meta").textContent = [base, line ? `line ${line}` : null].filter(Boolean).join(" · ");
+  const place = line && end > line ? `lines ${line}–${end}` : line ? `line ${line}` : null;
+  $("document-meta").textContent = [base, place].filter(Boolean).join(" · ");
   const body = $("document-body");
   body.replaceChildren(el("p", { className: "muted" }, "Reading the document…"));
   let blob;
@@ -88,33 +99,72 @@ export async function showDocumentPage(query) {
   }
   const text = await blob.text();
   if (kind === "html" || kind === "htm") {
-    // sandbox="": no script, no form, a unique origin: the page is shown, never run.
-    const frame = el("iframe", { className: "document-frame", attrs: { sandbox: "", title: path } });
+    // No allow-scripts: no script runs in it, no form is sent, no window opens. allow-same-origin
+    // lets this page read how tall the frame's page is, to show it whole; it can run nothing.
+    const frame = el("iframe", {
+      className: "document-frame",
+      attrs: { sandbox: "allow-same-origin", title: path },
+    });
+    frame.addEventListener("load", () => fitFrame(frame));
     frame.srcdoc = text;
     body.replaceChildren(frame);
     return;
   }
-  body.replaceChildren(...[numberedLines(text, line)].flat());
-  const marked = body.querySelector(".cited");
-  if (marked) marked.scrollIntoView({ block: "center" });
+  body.replaceChildren(...[numberedLines(text, line, end)].flat());
+  scrollToPassage(body);
 }
 
-/** The text's lines, numbered from 1 (a window around the cited line when the file is huge). */
-function numberedLines(text, cited) {
+/** The frame as tall as the page in it, so its last line shows and the page scrolls as one. */
+function fitFrame(frame) {
+  const inside = frame.contentDocument;
+  if (!inside || !inside.documentElement) return;
+  const fit = () => {
+    const borders = frame.offsetHeight - frame.clientHeight;
+    frame.style.height = "0px"; // measured at its least, so it can shrink as well as grow
+    frame.style.height = `${inside.documentElement.scrollHeight + borders}px`;
+  };
+  fit();
+  window.addEventListener("resize", fit);
+  const gone = new MutationObserver(() => {
+    if (frame.isConnected) return;
+    window.removeEventListener("resize", fit);
+    gone.disconnect();
+  });
+  gone.observe(frame.parentNode, { childList: true });
+}
+
+/** The marked lines scrolled to: centred below the page's head when they fit, else from their
+ * first line. */
+function scrollToPassage(body) {
+  const marked = body.querySelectorAll(".cited");
+  if (!marked.length) return;
+  const head = $("document-head").getBoundingClientRect().height + PASSAGE_MARGIN_PX;
+  const top = marked[0].getBoundingClientRect().top + window.scrollY;
+  const height = marked[marked.length - 1].getBoundingClientRect().bottom + window.scrollY - top;
+  const room = window.innerHeight - head;
+  const lead = height < room ? (room - height) / 2 : 0;
+  window.scrollTo({ top: Math.max(0, top - head - lead), behavior: "instant" });
+}
+
+/** The text's lines, numbered from 1, the lines `cited` to `end` marked (a window around them
+ * when the file is huge). */
+function numberedLines(text, cited, end) {
   const lines = text.replace(/\r\n?/g, "\n").split("\n");
   if (lines.length > 1 && lines[lines.length - 1] === "") lines.pop();
   let first = 1;
   let last = lines.length;
   if (lines.length > MAX_LINES_SHOWN) {
     first = Math.max(1, (cited || 1) - LINES_AROUND);
-    last = Math.min(lines.length, first + 2 * LINES_AROUND);
+    last = Math.min(lines.length, Math.max(first + 2 * LINES_AROUND, (end || 0) + LINES_AROUND));
   }
   const items = [];
   for (let n = first; n <= last; n++) {
+    const marked = cited !== null && n >= cited && n <= end;
+    const edges = [marked ? "cited" : null, n === cited ? "cited-first" : null, n === end ? "cited-last" : null];
     items.push(
       el(
         "li",
-        { className: n === cited ? "cited" : null, attrs: { id: `L${n}`, value: n } },
+        { className: edges.filter(Boolean).join(" ") || null, attrs: { id: `L${n}`, value: n } },
         el("span", { className: "line-text" }, lines[n - 1] || "\u200b")
       )
     );

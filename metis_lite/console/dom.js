@@ -1,4 +1,4 @@
-/* DOM building, the question's words, and the few number formats the console shows.
+/* DOM building, the words a result's text is marked at, and the few number formats shown.
  *
  * No text from a base is ever parsed as HTML: every node is made here with DOM calls and
  * filled with text nodes; a highlighted word is a <mark> element made the same way.
@@ -25,7 +25,7 @@ export function el(tag, options = {}, ...children) {
 // A word is a run of letters and digits with the marks written on them, compared folded. Runs of
 // scripts written without spaces (Han, Kana, Hangul, Thai, Lao, Khmer, Myanmar) are cut into
 // overlapping bigrams of letters (with their marks), a lone letter of them kept: 东京的天气 →
-// 东京 京的 的天 天气. A highlight marks the letters of each bigram the question holds.
+// 东京 京的 的天 天气. A mark covers the letters of each bigram among the words to mark.
 
 const WORD = /[\p{L}\p{N}][\p{L}\p{M}\p{N}]*/gu;
 const LETTER = /[\p{L}\p{N}]\p{M}*/gu;
@@ -71,9 +71,11 @@ function groupWords(group) {
   return texts.slice(1).map((text, i) => fold(texts[i] + text));
 }
 
-/** The words of a text, folded, as a search by words compares them. */
-export function wordsOf(text) {
-  return [...text.matchAll(WORD)].flatMap((m) => groups(m[0]).flatMap(groupWords));
+/** What to mark in a result: the forms its text holds of the question's words that are not
+ * common in its base (the answer's `words`: "gets" for "get"; not "do", held by a quarter of
+ * the chunks or more). */
+export function marksOf(result) {
+  return new Set((result.words || []).filter((w) => !w.common).flatMap((w) => w.forms));
 }
 
 /** Which letters of a group the question's words cover. */

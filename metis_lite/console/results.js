@@ -1,9 +1,10 @@
 /* One answer on the Search page: its warnings above its results, its timings, and each result
- * with its snippet (the question's words marked), its citation and the spec's score line. */
+ * with its snippet (the words the search matched marked), its citation and the spec's score
+ * line; the answer scrolled into view when the form leaves it below the fold. */
 
 import { ApiError, Unreachable } from "./api.js";
 import { documentLink } from "./document.js";
-import { $, el, highlighted, ms, plural, scoreLine, unwrapped, where, wordsOf } from "./dom.js";
+import { $, el, highlighted, marksOf, ms, plural, scoreLine, unwrapped, where } from "./dom.js";
 
 export const MODE_NAMES = { hybrid: "hybrid", dense: "by meaning only", keyword: "by words only" };
 const SKELETON_RESULTS = 3;
@@ -15,6 +16,7 @@ const TIMINGS = [
   ["rerank", "rerank"],
 ];
 const NOT_EMBEDDED = ["NO_VECTORS", "EMBEDDING_MODEL_UNAVAILABLE"];
+const REVEAL_PX = 240; // of an answer's first warning or result, in view: its title and first lines
 
 /** The steps an answer's search ran (as the CLI's summary line names them). */
 function stepsRun(answer) {
@@ -55,6 +57,19 @@ export function showLoading(compare) {
 
 export function doneLoading() {
   $("answer").removeAttribute("aria-busy");
+}
+
+/** The answer scrolled to when less than REVEAL_PX of its first warning, error or result is in
+ * the window (a phone, or the Filters open, leave it below the fold) or when the answer starts
+ * above the window: a search is seen to answer. */
+export function revealAnswer() {
+  const answer = $("answer");
+  const first = [$("warnings"), $("answer-error"), $("results").firstElementChild, $("compare-view")].find(
+    (node) => node && !node.hidden
+  );
+  const top = answer.getBoundingClientRect().top;
+  const shown = first ? first.getBoundingClientRect().top : top;
+  if (top < 0 || shown > window.innerHeight - REVEAL_PX) answer.scrollIntoView({ block: "start" });
 }
 
 /** A refused search (its message and code, plainly), an unreachable service, or a page bug. */
@@ -132,7 +147,7 @@ export function citationNodes(result, multiBase, baseName) {
     "p",
     { className: "citation" },
     multiBase && result.base ? el("span", { className: "badge" }, result.base) : null,
-    documentLink(result.base || baseName, c, label) || el("span", { className: "doc" }, label),
+    documentLink(result.base || baseName, c, label, result.text) || el("span", { className: "doc" }, label),
     el("span", { className: "kind" }, c.kind),
     place ? el("span", { className: "place" }, place) : null
   );
@@ -142,8 +157,9 @@ export function citationNodes(result, multiBase, baseName) {
   return [origin, headings];
 }
 
-function resultItem(result, n, words, multiBase, baseName, mode) {
+function resultItem(result, n, multiBase, baseName, mode) {
   const title = result.citation.title || result.citation.document;
+  const words = marksOf(result);
   return el(
     "li",
     { className: "result" },
@@ -171,7 +187,6 @@ function resultItem(result, n, words, multiBase, baseName, mode) {
 
 export function showAnswer(answer, state, hashFor) {
   doneLoading();
-  const words = new Set(wordsOf(state.question));
   const results = answer.results || [];
   const multiBase = state.bases.length > 1;
   $("answer-meta").replaceChildren(
@@ -182,7 +197,7 @@ export function showAnswer(answer, state, hashFor) {
     tookList(answer)
   );
   showWarnings(warningItems(answer, null));
-  const items = results.map((r, i) => resultItem(r, i + 1, words, multiBase, state.bases[0], answer.mode));
+  const items = results.map((r, i) => resultItem(r, i + 1, multiBase, state.bases[0], answer.mode));
   $("results").replaceChildren(...(items.length ? items : [noResultHint(answer, state, hashFor)]));
 }
 
