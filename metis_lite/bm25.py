@@ -217,7 +217,7 @@ class WordIndex:
                 store.close()
 
     def _catch_up(self, store: Store) -> None:
-        with store.snapshot():
+        with store.db:  # one read transaction: every read below sees one state of the base
             key = _key_of(store)
             state = self._state
             if state.key == key:

@@ -133,7 +133,7 @@ def test_a_stale_index_answers_nothing_and_fts5_answers_the_same(store, index):
     words = ["gpu", "budget"]
     before = memory(index, store, words, 20)
     write(store, rng, "new.md")  # a write the index may not have seen yet
-    with store.snapshot():
+    with store.db:
         hits = index.search(store, words, 20)  # None while it catches up, never another list
         assert hits is None or [(h.chunk_id, h.score) for h in hits] == fts5(store, words, 20)
     through_keyword = keyword.search(store, "gpu budget", 20, index=index)
@@ -157,13 +157,13 @@ def test_a_words_index_of_other_rules_is_left_to_fts5_until_rebuilt(tmp_path):
     path = version_1_base(tmp_path)  # its context column holds the title only
     index = WordIndex(lambda: Store(path))
     try:
-        with Store(path) as store, store.snapshot():
+        with Store(path) as store, store.db:
             assert index.wait(store)
             assert not index._state.usable  # its counts are not the table's
             assert index.search(store, ["proxy"], 10) is None
         with Base(path) as base:
             base.index()  # rebuilds the words index by today's rules
-        with Store(path) as store, store.snapshot():
+        with Store(path) as store, store.db:
             assert index.wait(store) and index._state.usable
             for words in (["東京", "天気"], ["configuracao", "proxy"], ["हिन्दी"]):
                 assert memory(index, store, words, 10) == fts5(store, words, 10) != []
@@ -199,7 +199,7 @@ def test_the_base_searches_from_memory_once_loaded_and_stops_its_thread_on_close
     base = Base(path)
     base.configure(embedding=DEAD_EMBEDDING)
     first = base.search("gpu budget travel", mode="keyword", top_k=20)
-    with Store(path) as reader, reader.snapshot():
+    with Store(path) as reader, reader.db:
         assert base._words.wait(reader)
     again = base.search("gpu budget travel", mode="keyword", top_k=20)
     assert [(r.scores.keyword, r.citation.document) for r in again.results] == [
@@ -258,7 +258,7 @@ def test_threads_search_while_another_process_writes(tmp_path):
         with Store(path) as store:
             while writer.poll() is None:
                 words = list(dict.fromkeys(tokens(" ".join(rng.sample(WORDS, 3)))))
-                with store.snapshot():
+                with store.db:
                     hits = index.search(store, words, 25)
                     if hits is not None:
                         answered[0] += 1
@@ -276,7 +276,7 @@ def test_threads_search_while_another_process_writes(tmp_path):
     try:
         assert writer.returncode == 0, err
         assert int(out) > 20 and not failures
-        with Store(path) as store, store.snapshot():
+        with Store(path) as store, store.db:
             assert index.wait(store)
             words = ["gpu", "東京", "travel"]
             assert memory(index, store, words, 50) == fts5(store, words, 50)
