@@ -40,15 +40,21 @@ _PROTECTED = re.compile(
     # code span, in which a backslash is itself.
     r"\\([!-/:-@\[-`{-~])|(`+)(.+?)(?<!`)\2(?!`)"
 )
+# Inline markup, in order. No inner part may hold its own closing mark, so each try ends at the
+# next mark and reading a line is linear in its length, whatever it holds (a 100,000-character
+# chunk of "*a " or "[" included).
+_LINK_TEXT = r"\[([^\[\]]*)\]"
+_TARGET = r"\([^()\s]*(?:\s+\"[^\"]*\")?\)"
 _INLINE = (
-    (re.compile(r"!\[([^\]]*)\]\([^)]*\)"), r"\1"),
-    (re.compile(r"\[([^\]]+)\]\([^)]*\)"), r"\1"),
-    (re.compile(r"!?\[([^\]]+)\]\[[^\]]*\]"), r"\1"),
+    (re.compile(rf"!{_LINK_TEXT}{_TARGET}"), r"\1"),
+    (re.compile(rf"{_LINK_TEXT}{_TARGET}"), r"\1"),
+    (re.compile(rf"!?{_LINK_TEXT}\[[^\[\]]*\]"), r"\1"),
     (re.compile(r"<((?:https?|mailto|ftp):[^<>\s]+)>"), r"\1"),
-    (re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1"), r"\2"),
-    (re.compile(r"~~(?=\S)(.+?)(?<=\S)~~"), r"\1"),
-    (re.compile(r"(?<![\w*])\*(?=[^\s*])(.+?)(?<=[^\s*])\*(?![\w*])"), r"\1"),
-    (re.compile(r"(?<![\w_])_(?=[^\s_])(.+?)(?<=[^\s_])_(?![\w_])"), r"\1"),
+    (re.compile(r"\*\*(?=\S)((?:[^*]|\*(?!\*))+?)(?<=\S)\*\*"), r"\1"),
+    (re.compile(r"__(?=\S)((?:[^_]|_(?!_))+?)(?<=\S)__"), r"\1"),
+    (re.compile(r"~~(?=\S)((?:[^~]|~(?!~))+?)(?<=\S)~~"), r"\1"),
+    (re.compile(r"(?<![\w*])\*(?=[^\s*])([^*]+?)(?<=[^\s*])\*(?![\w*])"), r"\1"),
+    (re.compile(r"(?<![\w_])_(?=[^\s_])([^_]+?)(?<=[^\s_])_(?![\w_])"), r"\1"),
 )
 _REFERENCE_CHARACTER = re.compile(
     r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});"
@@ -57,6 +63,10 @@ _KEPT = "\ue000"
 """Marks where a piece kept as written (code, an escaped character) stands while the rest is
 read; a line that already holds it is read without keeping anything apart."""
 _KEPT_AT = re.compile(_KEPT + r"(\d+)" + _KEPT)
+_CELL = "\ue001"
+"""Stands between a table row's cells while the row is read."""
+_MARKUP = re.compile(r"[`\\\[<*_~&]")
+"""A character that may start inline markup: a text without one is read as it is."""
 
 
 def plain_text(text: str, kind: str) -> str:
@@ -113,8 +123,10 @@ def _row(line: str) -> str:
         cells = cells[1:]
     if cells and not cells[-1].strip():
         cells = cells[:-1]
-    shown = [text for text in (_inline(cell.strip()) for cell in cells) if text]
-    row = CELL_SEPARATOR.join(shown)
+    # The row is read at once, its cells apart (one read per row, not per cell, whatever their
+    # number); a pipe inside code is a cell's end, as in GitHub's tables.
+    cells = _inline(_CELL.join(cell.strip() for cell in cells)).split(_CELL)
+    row = CELL_SEPARATOR.join(cell for cell in cells if cell)
     return row + "." if row and not _END.search(row) else row
 
 
@@ -134,6 +146,8 @@ def _block_line(line: str) -> str:
 def _inline(text: str) -> str:
     """Inline Markdown's text: code spans and escaped characters kept as written, links and
     images as their text, emphasis without its markers, character references decoded."""
+    if not _MARKUP.search(text):
+        return text
     kept: list[str] = []
 
     def keep(piece: str) -> str:

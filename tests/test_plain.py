@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from metis_lite.chunking import CHUNK_CHARS_MAX
 from metis_lite.plain import BULLET, CELL_SEPARATOR, markdown_text, plain_text
 
 PROPERTIES = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -143,3 +145,16 @@ def test_markdown_text_invents_no_letter_and_drops_none_of_the_prose(text):
 def test_markdown_text_keeps_the_lines(text):
     """Lines are dropped (fences, delimiter rows, breaks) but never joined or split."""
     assert len(markdown_text(text).split("\n")) <= len(text.split("\n"))
+
+
+@pytest.mark.parametrize(
+    "unit", ["*a ", "_a ", "~~a ", "**a ", "__a ", "[", "[a](", "[a][", "` a ", "``a", "|", "|a|\n"]
+)
+def test_a_whole_chunk_of_unclosed_markup_is_read_in_one_pass(unit):
+    """The largest chunk a base allows, made of marks that never close: each mark's try ends at
+    the next one (no pattern may hold its own closing mark), so this reads in one pass; a
+    pattern that scanned on to the end from every mark would take minutes here."""
+    text = unit * (CHUNK_CHARS_MAX // len(unit))
+    plain = markdown_text(text)
+    assert in_order(letters(plain), letters(text))
+    assert len(plain) <= len(text) + text.count("\n") + 1
