@@ -75,7 +75,8 @@ export async function showDocumentPage(query) {
   const source = params.get("source") || "";
   const path = params.get("path") || "";
   const line = parseInt(params.get("line"), 10) || null;
-  const end = line ? Math.max(line, parseInt(params.get("end"), 10) || line) : null;
+  // A passage is a chunk: at most LINES_AROUND lines are marked, whatever the address says.
+  const end = line ? Math.min(line + LINES_AROUND, Math.max(line, parseInt(params.get("end"), 10) || line)) : null;
   const kind = (path.split(".").pop() || "").toLowerCase();
   $("document-heading").textContent = `${source}/${path}`;
   const place = line && end > line ? `lines ${line}–${end}` : line ? `line ${line}` : null;
