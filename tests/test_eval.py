@@ -254,6 +254,47 @@ def test_human_report_names_the_base_and_the_table(tmp_path):
     assert "nDCG@3" in run.stdout and "recall@100" in run.stdout and "keyword" in run.stdout
 
 
+def test_the_questions_every_mode_missed_are_named(tmp_path):
+    folder = write_beir(tmp_path / "tiny")
+    base_path = tmp_path / "tiny.db"
+    words_only_base(base_path).close()
+    args = (str(folder), "--base", str(base_path), "--modes", "keyword,hybrid", "--k", "1")
+    out = json.loads(eval_cli(*args, "--json").stdout)
+    # By words (and so by hybrid, with no vectors) q4 finds d4 second, after d5; the rest first.
+    assert out["missed"] == [
+        {
+            "question": "purple elephant parade",
+            "expected": ["d4.md"],
+            "ranks": {"keyword": 2, "hybrid": 2},
+        }
+    ]
+    run = eval_cli(*args)
+    assert "missed by every mode within the first 1: 1 of 5 questions" in run.stdout
+    assert "  'purple elephant parade' → d4.md: keyword #2 · hybrid #2" in run.stdout
+    assert "warning: hybrid: NO_VECTORS: " in run.stderr and "(5 questions)" in run.stderr
+    found = eval_cli(str(folder), "--base", str(base_path), "--modes", "keyword")
+    assert "every question was found within the first 10 by at least one mode" in found.stdout
+
+
+def test_one_question_and_one_document_are_said_in_the_singular(tmp_path):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "leave.md").write_text("# Leave\n\nEvery employee gets 25 days.\n", "utf-8")
+    base_path = tmp_path / "one.db"
+    with words_only_base(base_path, folder) as base:
+        base.index()
+    questions = tmp_path / "one.jsonl"
+    questions.write_text(
+        json.dumps({"question": "how many days", "expected": ["leave.md"]}) + "\n", "utf-8"
+    )
+    run = eval_cli(str(questions), "--base", str(base_path), "--modes", "keyword,hybrid")
+    first, second = run.stdout.splitlines()[:2]
+    assert first.startswith("one: 1 question (")
+    assert ": 1 document, 1 chunk · " in second
+    assert "keyword ranks 0 questions better" in run.stdout
+    assert "(1 question)" in run.stderr  # hybrid's NO_VECTORS warning, on that one question
+
+
 def test_the_table_aligns_long_mode_names(tmp_path):
     folder = write_beir(tmp_path / "tiny")
     base_path = tmp_path / "tiny.db"
@@ -361,7 +402,16 @@ def test_save_then_run_again_shows_the_change_and_the_spec(tmp_path):
     with words_only_base(base_path, EXAMPLES) as base:
         base.index()
     saved = eval_cli("save", str(base_path), "smoke", str(handbook_set(tmp_path)), "--json")
-    assert json.loads(saved.stdout)["questions"] == 4
+    said = json.loads(saved.stdout)
+    assert (said["questions"], said["expected"], said["in_base"]) == (4, 4, 3)  # no moon.md
+    assert said["replaced"] is False
+    again = eval_cli("save", str(base_path), "smoke", str(handbook_set(tmp_path)))
+    assert "warning: 1 expected answer is not in the base yet" in again.stderr
+    assert again.stdout.splitlines() == [
+        f"replaced the evaluation set 'smoke' in {base_path}: 4 questions, 4 expected answers"
+        " (3 in the base); its earlier runs are kept",
+        f"nothing was searched yet; run it with: metis-lite eval run {base_path} smoke",
+    ]
     first = json.loads(
         eval_cli("run", str(base_path), "smoke", "--modes", "keyword", "--json").stdout
     )

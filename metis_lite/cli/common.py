@@ -65,7 +65,7 @@ class Parser(argparse.ArgumentParser):
             close = difflib.get_close_matches(
                 arg.split("=", 1)[0], known, n=1, cutoff=SUGGESTION_CUTOFF
             )
-            if close:
+            if close and close[0] != arg:  # the option itself: given after `--`, or twice
                 message += f" (did you mean {close[0]}?)"
                 break
         self.error(message)

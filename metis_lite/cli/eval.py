@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from metis_lite.cli.common import add_command, print_json, warn
+from metis_lite.cli.common import add_command, print_json, say, warn
 from metis_lite.errors import InvalidRequest
 from metis_lite.settings import MODES, TOP_K, TOP_K_MAX
 
@@ -126,32 +126,43 @@ def _read_file(path: Path) -> Any:
 def _save(args: argparse.Namespace, base_path: str, name: str, evalset_path: str) -> int:
     from metis_lite.base import Base
     from metis_lite.evaluation import beir, saved
+    from metis_lite.evaluation.report import counted
     from metis_lite.evaluation.runner import resolve
 
     path = Path(evalset_path)
     evalset = beir.read_questions(path) if beir.is_beir(path) else _read_file(path)
+    expected = {e for q in evalset.questions for e in q.expected}
     with Base.open(base_path) as base:
+        replaced = saved.check_name(name) in {n for n, *_ in saved.list_sets(base)}
         saved.save_set(base, name, evalset)
-        _, missing = resolve(base, {e for q in evalset.questions for e in q.expected})
+        _, missing = resolve(base, expected)
     warnings = list(evalset.warnings)
     if missing:
-        warnings.append(f"{len(missing)} expected items are not in the base yet")
+        are = "is" if len(missing) == 1 else "are"
+        warnings.append(f"{counted(len(missing), 'expected answer')} {are} not in the base yet")
     if args.json:
         print_json(
             {
                 "saved": name,
                 "base": base_path,
                 "questions": len(evalset.questions),
+                "expected": len(expected),
+                "in_base": len(expected) - len(missing),
+                "replaced": replaced,
                 "warnings": warnings,
             }
         )
         return 0
-    print(
-        f"saved {name!r} in {base_path}: {len(evalset.questions)} questions and what should answer "
-        f"them (no results); run it with: metis-lite eval run {base_path} {name}"
+    found = "all" if not missing else f"{len(expected) - len(missing)}"
+    say(
+        f"{'replaced' if replaced else 'saved'} the evaluation set {name!r} in {base_path}: "
+        f"{counted(len(evalset.questions), 'question')}, "
+        f"{counted(len(expected), 'expected answer')} ({found} in the base)"
+        + ("; its earlier runs are kept" if replaced else "")
     )
+    say(f"nothing was searched yet; run it with: metis-lite eval run {base_path} {name}")
     for warning in warnings:
-        print(f"warning: {warning}", file=sys.stderr)
+        warn(f"warning: {warning}")
     return 0
 
 
@@ -184,7 +195,7 @@ def _run_saved(args: argparse.Namespace, base_path: str, name: str) -> int:
 
 
 def _print(args: argparse.Namespace, out: dict[str, Any]) -> None:
-    from metis_lite.evaluation.report import human
+    from metis_lite.evaluation.report import counted, human
 
     if args.json:
         print_json(out)
@@ -192,8 +203,9 @@ def _print(args: argparse.Namespace, out: dict[str, Any]) -> None:
     print(human(out))  # each line escaped by human()
     for warning in out["warnings"]:
         where = f"{warning['mode']}: " if "mode" in warning else ""
-        count = f" ({warning['questions']} questions)" if "questions" in warning else ""
-        warn(f"warning: {where}{warning['message']}{count}")
+        code = f"{warning['code']}: " if "code" in warning else ""
+        count = f" ({counted(warning['questions'], 'question')})" if "questions" in warning else ""
+        warn(f"warning: {where}{code}{warning['message']}{count}")
 
 
 def _progress(args: argparse.Namespace) -> Callable[[str, int, int], None] | None:

@@ -89,8 +89,8 @@ def run_remember(args: argparse.Namespace) -> int:
         say(f"fact {fact.id} stated {fact.stated_at}: {state}")
     if waiting:  # the embedding model did not answer: the fact is kept, found by words for now
         warn(
-            f"warning: {waiting} chunks wait for their vectors (the embedding model did not "
-            "answer): found by words until the next index run"
+            f"warning: CHUNKS_WITHOUT_VECTORS: {waiting} chunks wait for their vectors (the"
+            " embedding model did not answer): found by words until the next index run"
         )
         return EXIT_MODEL
     return 0

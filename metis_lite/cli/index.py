@@ -9,12 +9,18 @@ from pathlib import Path
 from typing import Any
 
 from metis_lite.cli.common import add_command, print_json, progress_bar, say, warn
-from metis_lite.errors import EXIT_MODEL, InvalidRequest
+from metis_lite.errors import EXIT_MODEL, InvalidRequest, MetisError, ModelError
 from metis_lite.records import Warning
 from metis_lite.settings import EMBEDDED_MODEL, EMBEDDED_MODELS, FUSIONS
 
-MODEL_CODES = {"EMBEDDING_MODEL_UNAVAILABLE", "MODEL_UNAVAILABLE", "MODEL_ANSWER_INVALID"}
-"""Warnings of an index run whose embedding model did not answer (usably): exit 3."""
+
+def _codes(error: type[MetisError]) -> frozenset[str]:
+    return frozenset({error.code}).union(*(_codes(sub) for sub in error.__subclasses__()))
+
+
+MODEL_CODES = _codes(ModelError)
+"""Warnings of an index run whose embedding model did not answer usably — down, answering
+garbage, or not installed (MODEL_ERROR) — with chunks left waiting: exit 3."""
 
 
 def add_parser(commands: Any) -> None:
@@ -48,6 +54,7 @@ def add_parser(commands: Any) -> None:
     )
     index.add_argument(
         "--kind",
+        type=str.lower,
         choices=("documents", "memory"),
         help="base kind, new bases only (default documents; memory: facts that still hold first)",
     )

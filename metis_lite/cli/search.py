@@ -47,8 +47,9 @@ def add_parser(commands: Any) -> None:
     search.add_argument(
         "--kind",
         action="append",
+        type=str.lower,
         choices=KINDS + ("note",),
-        help="keep this kind; repeatable (default: every kind)",
+        help="keep this kind, in any case (md, PDF); repeatable (default: every kind)",
     )
     search.add_argument(
         "--source",
@@ -89,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
         print_json(answer_to_json(answer))
         return 0
     for warning in answer.warnings:
-        warn(f"warning: {warning.message}")
+        warn(f"warning: {warning.code}: {warning.message}")
     for n, result in enumerate(answer.results, start=1):
         c = result.citation
         say(f"{n}. {c.title} — {citation_text(c)}")

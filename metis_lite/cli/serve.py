@@ -15,6 +15,13 @@ from typing import Any
 from metis_lite.cli.common import add_command, epilog, usage
 from metis_lite.errors import EXIT_USAGE
 
+MODEL_PROTOCOLS = "TEI, OpenAI, Ollama and Cohere/Jina"
+MODEL_ROUTES = (
+    "TEI (/embed, /rerank), OpenAI (/v1/embeddings), Ollama (/api/embed)\nand Cohere/Jina"
+    " (/v1/rerank, /v2/rerank)"
+)
+"""The protocols `models serve` answers (http/model_routes.py), as -h and the README name them."""
+
 MCP_HELP = "answer agents over MCP (the Model Context Protocol) on stdin and stdout"
 _ENVELOPE = (
     '"params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",'
@@ -55,15 +62,15 @@ def add_parser(commands: Any) -> None:
         commands,
         "models",
         lambda args: usage(models),
-        "run the embedded models as a server",
+        f"serve the embedded models over the {MODEL_PROTOCOLS} protocols",
         "metis-lite models serve",
         "metis-lite models serve --embedding-model all-MiniLM-L6-v2 --port 8090",
     )
     model_commands = models.add_subparsers(dest="models_command", metavar="SUBCOMMAND")
     models_serve = model_commands.add_parser(
         "serve",
-        help="serve the embedded model over TEI and OpenAI protocols on loopback",
-        description="serve the embedded model (and a cross-encoder) over TEI, OpenAI and Cohere protocols",
+        help=f"serve the embedded model over the {MODEL_PROTOCOLS} protocols on loopback",
+        description=f"serve the embedded model (and a cross-encoder, for rerank) over\n{MODEL_ROUTES}",
         epilog=epilog(
             (
                 "metis-lite models serve   # multilingual-e5-small on http://127.0.0.1:8089",

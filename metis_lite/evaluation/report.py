@@ -17,6 +17,9 @@ from metis_lite.evaluation.bases import BaseChoice
 from metis_lite.evaluation.runner import DEEP_K, EvalReport
 from metis_lite.evaluation.sets import EvalSet
 
+MISSED_SHOWN = 10
+"""Questions every mode missed that the text report lists; `--json` holds them all."""
+
 
 def to_json(report: EvalReport, evalset: EvalSet, base: Base, choice: BaseChoice) -> dict[str, Any]:
     """The report as `--json` prints it."""
@@ -67,8 +70,17 @@ def to_json(report: EvalReport, evalset: EvalSet, base: Base, choice: BaseChoice
             }
             for c in report.comparisons
         ],
+        "missed": [
+            {"question": m.question, "expected": list(m.expected), "ranks": dict(m.ranks)}
+            for m in report.missed
+        ],
         "warnings": warnings,
     }
+
+
+def counted(n: int, word: str) -> str:
+    """`1 question`, `2 questions`: a count with its noun (`word` is the singular)."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def human(out: dict[str, Any]) -> str:
@@ -80,8 +92,9 @@ def human(out: dict[str, Any]) -> str:
     where = "" if b["where"] == "given" else f", a cache {b['where']}"
     width = max(8, *(len(mode) for mode in out["modes"]))  # hybrid:relative is 15
     lines = [
-        f"{e['name']}: {e['questions']} questions ({origin})",
-        f"base {b['path']} ({how}{where}): {b['documents']} documents, {b['chunks']} chunks · "
+        f"{e['name']}: {counted(e['questions'], 'question')} ({origin})",
+        f"base {b['path']} ({how}{where}): {counted(b['documents'], 'document')}, "
+        f"{counted(b['chunks'], 'chunk')} · "
         f"embedding {b['embedding']} · chunk size {b['chunk_size']} · "
         f"reranker {b['reranker'] or 'none'}",
         "",
@@ -102,18 +115,41 @@ def human(out: dict[str, Any]) -> str:
         a, bm = c["modes"]
         lines += [
             "",
-            f"{a} vs {bm}: {a} ranks {c['better'][a]} questions better, {bm} "
+            f"{a} vs {bm}: {a} ranks {counted(c['better'][a], 'question')} better, {bm} "
             f"{c['better'][bm]}, the same {c['same']}",
         ]
         for ex in c["examples"]:
-            ranks = " · ".join(
-                f"{mode} {'#' + str(r) if r else f'not in {DEEP_K}'}"
-                for mode, r in ex["ranks"].items()
+            lines.append(
+                f"  {ex['better']} better: {ex['question']!r} → {ex['expected']}: "
+                + _ranks(ex["ranks"])
             )
-            lines.append(f"  {ex['better']} better: {ex['question']!r} → {ex['expected']}: {ranks}")
             lines.append(f"      {ex['why']}")
+    lines += _missed_lines(out, k)
     # Questions and document names come from the evaluation set: shown, never obeyed.
     return "\n".join(escape_controls(line) for line in lines)
+
+
+def _ranks(ranks: dict[str, int | None]) -> str:
+    return " · ".join(
+        f"{mode} {'#' + str(r) if r else f'not in {DEEP_K}'}" for mode, r in ranks.items()
+    )
+
+
+def _missed_lines(out: dict[str, Any], k: int) -> list[str]:
+    """The questions no mode found within its first k, the most a person reads of them."""
+    missed = out["missed"]
+    total = out["evalset"]["questions"]
+    if not missed:
+        return ["", f"every question was found within the first {k} by at least one mode"]
+    lines = [
+        "",
+        f"missed by every mode within the first {k}: {len(missed)} of {counted(total, 'question')}",
+    ]
+    for m in missed[:MISSED_SHOWN]:
+        lines.append(f"  {m['question']!r} → {'; '.join(m['expected'])}: {_ranks(m['ranks'])}")
+    if len(missed) > MISSED_SHOWN:
+        lines.append(f"  … and {len(missed) - MISSED_SHOWN} more (--json lists them all)")
+    return lines
 
 
 def _change_lines(out: dict[str, Any], k: int) -> list[str]:

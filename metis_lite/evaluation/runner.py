@@ -12,6 +12,8 @@
     Step 3. Per pair of modes, count the questions each ranks better, by the reciprocal rank of
             the first relevant answer, and keep the widest gaps as examples, each with the words
             the console uses to say why its passage came up.
+    Step 4. Name the questions every mode missed (no expected item in any mode's first k):
+            no comparison shows them, and they are where a change can help most.
 
 A mode that cannot run (dense without its embedding model) is skipped with its error; the
 warnings searches gave (results by keywords only …) are counted per mode.
@@ -95,6 +97,15 @@ class Comparison:
 
 
 @dataclass(frozen=True)
+class Missed:
+    """A question no mode answered within its first k."""
+
+    question: str
+    expected: tuple[str, ...]  # what should have answered it (`doc.md, line 12`)
+    ranks: tuple[tuple[str, int | None], ...]  # (mode, its place past k; None: not in 100)
+
+
+@dataclass(frozen=True)
 class EvalReport:
     k: int
     rerank: bool
@@ -103,6 +114,7 @@ class EvalReport:
     skipped: tuple[Skipped, ...]
     comparisons: tuple[Comparison, ...]
     warnings: tuple[str, ...]
+    missed: tuple[Missed, ...] = ()
 
     def metrics(self) -> dict[str, dict[str, float | int]]:
         return {m.mode: m.metrics(self.k) for m in self.modes}
@@ -198,8 +210,28 @@ def evaluate(
     comparisons = tuple(
         _compare(a, b, outcomes, questions, signals, k) for a, b in combinations(outcomes, 2)
     )
+
+    # Step 4. The questions every mode missed.
+    missed = tuple(
+        Missed(
+            question.text,
+            tuple(e.label() for e in question.expected),
+            tuple((mode, place(done[n], None, k)) for mode, done in outcomes.items()),
+        )
+        for n, question in enumerate(questions)
+        if all(
+            (where := place(done[n], None, k)) is None or where > k for done in outcomes.values()
+        )
+    )
     return EvalReport(
-        k, rerank, len(questions), tuple(reports), tuple(skipped), comparisons, tuple(warnings)
+        k,
+        rerank,
+        len(questions),
+        tuple(reports),
+        tuple(skipped),
+        comparisons,
+        tuple(warnings),
+        missed,
     )
 
 
