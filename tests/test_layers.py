@@ -38,7 +38,7 @@ LAYERS = (
     ),
     Layer("models", ("models",)),
     Layer("store", ("connection", "store", "spec", "backup", "documents")),
-    Layer("ranking", ("keyword", "dense", "fusion"), independent=True),
+    Layer("ranking", ("keyword", "bm25", "dense", "fusion"), independent=True),
     Layer("flows", ("ingest", "search", "memory", "base", "multi", "passages", "evaluation")),
     Layer("served", ("service", "serialize", "access", "agents")),
     Layer("edges", ("http", "mcp_server"), independent=True),
@@ -134,8 +134,13 @@ def layer_of(name: str) -> int:
     return where
 
 
+STAGE_OF = {"bm25": "keyword"}
+"""Modules that are part of another's group: bm25.py is the words stage's index in memory."""
+
+
 def group_of(name: str) -> str:
-    return name.split(".")[0]
+    top = name.split(".")[0]
+    return STAGE_OF.get(top, top)
 
 
 def test_every_module_has_a_layer():
@@ -182,29 +187,33 @@ def test_nothing_imports_the_command_line():
         assert not any(group_of(t) == "cli" for t in targets), f"{name} imports the CLI"
 
 
-def test_no_import_circles():
+def find_circle(graph: dict[str, set[str]]) -> list[str] | None:
     """Depth-first over the graph: a module met again while it is still being walked closes a
-    circle, which is then named in order."""
+    circle, returned in order (its first module again at the end); None when there is none."""
     state: dict[str, str] = {}
     path: list[str] = []
 
-    def walk(name: str) -> None:
+    def walk(name: str) -> list[str] | None:
         state[name] = "walking"
         path.append(name)
-        for target in sorted(GRAPH[name]):
+        for target in sorted(graph.get(name, ())):
             if state.get(target) == "walking":
-                circle = path[path.index(target) :] + [target]
-                raise AssertionError(
-                    "import circle: " + " → ".join(n or "metis_lite" for n in circle)
-                )
-            if target not in state:
-                walk(target)
+                return path[path.index(target) :] + [target]
+            if target not in state and (circle := walk(target)) is not None:
+                return circle
         path.pop()
         state[name] = "done"
+        return None
 
-    for name in sorted(GRAPH):
-        if name not in state:
-            walk(name)
+    for name in sorted(graph):
+        if name not in state and (circle := walk(name)) is not None:
+            return circle
+    return None
+
+
+def test_no_import_circles():
+    circle = find_circle(GRAPH)
+    assert circle is None, "import circle: " + " → ".join(n or "metis_lite" for n in circle or [])
 
 
 def test_the_face_exports_nothing_from_an_edge():
@@ -254,7 +263,7 @@ def test_the_reader_sees_imports_in_functions_relative_imports_and_import_module
 
 
 def test_an_upward_import_and_a_circle_would_fail(monkeypatch):
-    """The rules above fail on a graph that breaks them: a store module importing the CLI, and
+    """The rules above fail on a graph that breaks them: the store importing the CLI, and
     search importing base, which imports search."""
     monkeypatch.setitem(GRAPH, "store", GRAPH["store"] | {"cli"})
     with pytest.raises(AssertionError, match="imports upward"):
@@ -264,5 +273,6 @@ def test_an_upward_import_and_a_circle_would_fail(monkeypatch):
     monkeypatch.undo()
     monkeypatch.setitem(GRAPH, "search", GRAPH["search"] | {"base"})
     test_imports_point_to_the_same_layer_or_below("search")  # one layer: only the circle is wrong
-    with pytest.raises(AssertionError, match="import circle: .*(base → search|search → base)"):
-        test_no_import_circles()
+    flows = {name: GRAPH[name] & {"search", "base", "ingest"} for name in ("search", "base")}
+    assert find_circle(flows) == ["base", "search", "base"]
+    assert find_circle({"a": {"b"}, "b": {"c"}, "c": set(), "d": {"a"}}) is None
