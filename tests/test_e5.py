@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import unicodedata
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -91,6 +92,22 @@ def test_one_worker_and_many_give_the_same_vectors(model, reference):
             np.testing.assert_allclose(other.embed(texts), expected, atol=2e-6)
         finally:
             other.close()
+
+
+def test_a_question_cut_in_parts_gets_the_vector_it_gets_whole(model, reference):
+    """A short sequence alone runs each layer's products in parts on several threads
+    (forward_parted): the same hidden states as the whole forward pass, to float rounding."""
+    encoder = model._runner.encoder
+    texts = ["query: " + str(text) for text in reference["texts"][:12]]
+    with ThreadPoolExecutor(3) as pool:
+        for encoding in model.encode(texts):
+            ids = np.asarray(encoding.ids, np.int64)
+            types = np.zeros_like(ids)
+            whole = encoder.forward(ids, types, [len(ids)])
+            for parts in (2, 3, 4):
+                np.testing.assert_allclose(
+                    encoder.forward_parted(ids, types, parts, pool), whole, atol=2e-4, rtol=1e-4
+                )
 
 
 @pytest.mark.parametrize(

@@ -9,11 +9,12 @@ temporaries small. One worker thread per allowed core (`os.sched_getaffinity`: a
 pinned with `taskset` or a container's CPU set uses what it was given, not the machine's count;
 `workers=` overrides) each runs whole sub-batches while BLAS runs one thread apiece: NumPy
 releases the GIL inside its loops, so the element-wise steps (GELU, softmax, LayerNorm), which
-NumPy runs on one core, also use every core. One sub-batch (a question) runs in the caller's
-thread. BLAS stays at one thread for the whole call (threadpoolctl), a question's too:
+NumPy runs on one core, also use every core. A question (one short sequence) is cut the other
+way: each layer's products in parts, one per worker up to PARTS_MAX, that meet twice a layer
+(BertEncoder.forward_parted). BLAS stays at one thread for the whole call (threadpoolctl):
 OpenBLAS's own threads gain little on these sizes and lose badly when other processes hold the
 cores (a question's small matrix products measured 10× slower with two BLAS threads on a busy
-machine). Without threadpoolctl, everything runs in the caller's thread with BLAS as it is.
+machine; our parts wait on the pool's queue, they do not spin). Without threadpoolctl, everything runs in the caller's thread with BLAS as it is.
 """
 
 from __future__ import annotations
@@ -33,6 +34,14 @@ from metis_lite.models.bert import BertEncoder
 TOKENS_PER_BATCH = 2048
 """Tokens in one sub-batch (8 passages of 256 tokens): enough rows for BLAS to run at full
 speed, few enough that the temporaries stay a few MB."""
+
+PARTED_MAX_TOKENS = 128
+"""A call of one sequence up to this long (a question) runs each layer's products in parts on
+several workers (BertEncoder.forward_parted); a longer one, or several, run whole sub-batches."""
+
+PARTS_MAX = 4
+"""Parts a question's products are cut in at most: past four, each part's share of a 384-wide
+layer is too small to pay for the threads meeting twice a layer."""
 
 PARALLEL_MIN_TOKENS = 256
 """A call with fewer tokens per worker than this runs in the caller's thread alone."""
@@ -68,6 +77,17 @@ class BatchRunner:
         self, sequences: Sequence[tuple[Sequence[int], Sequence[int]]], head: Head
     ) -> np.ndarray:
         """`head`'s rows for each (ids, type_ids) sequence, in the sequences' order."""
+        if (
+            len(sequences) == 1
+            and self._pool is not None
+            and len(sequences[0][0]) <= PARTED_MAX_TOKENS
+        ):
+            parted = getattr(self.encoder, "forward_parted", None)
+            if parted is not None:
+                ids, types = (np.asarray(part, np.int64) for part in sequences[0])
+                split = min(self._workers, PARTS_MAX)
+                with self._lock, self._single_threaded_blas():
+                    return head(parted(ids, types, split, self._pool), np.zeros(1, np.int64))
         order = sorted(range(len(sequences)), key=lambda n: len(sequences[n][0]))
         batches = _buckets([len(sequences[n][0]) for n in order], self._workers)
         with self._lock, self._single_threaded_blas():
