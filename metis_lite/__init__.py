@@ -8,13 +8,29 @@
         answer = base.search("how many holidays do I get", filters=Filters(kinds=("md",)))
 
 The names below are the public surface; the modules behind them may move. They are imported
-when first used (PEP 562), so `import metis_lite` — and the CLI's `-h` — stays cheap.
+when first used (PEP 562), so `import metis_lite` — and the CLI's `-h` — stays cheap; a type
+checker reads them from the imports under TYPE_CHECKING (the package ships `py.typed`).
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the names' types, for type checkers (the package ships py.typed)
+    from metis_lite.base import Base as Base
+    from metis_lite.base import BaseStatus as BaseStatus
+    from metis_lite.errors import MetisError as MetisError
+    from metis_lite.ingest import IndexReport as IndexReport
+    from metis_lite.multi import MultiAnswer as MultiAnswer
+    from metis_lite.multi import search_bases as search_bases
+    from metis_lite.records import Answer as Answer
+    from metis_lite.records import Citation as Citation
+    from metis_lite.records import Fact as Fact
+    from metis_lite.records import Filters as Filters
+    from metis_lite.records import Result as Result
+    from metis_lite.records import Scores as Scores
+    from metis_lite.records import SourceInfo as SourceInfo
 
 __version__ = "0.1.0"
 

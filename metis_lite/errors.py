@@ -26,9 +26,9 @@
 Exit codes are the same for every command (the README's table): 0 done; 1 error (what the
 command names is there but cannot be used, or the command failed on the way); 2 bad usage or
 request (a value, or a base, folder, file or source that is not there); 3 a model did not answer;
-4 the base is busy (another process is indexing it); 130 interrupted (Ctrl-C). They live here,
-beside the codes, so that every entry point (the CLI, `python -m metis_lite.eval`, the servers)
-reads one table and none imports another. The CLI and the HTTP service translate errors into
+4 the base is busy (another process is indexing it); 130 interrupted (Ctrl-C); 141 the reader
+of the output stopped reading (`… | head -1`). They live here, beside the codes, so that every
+entry point (the CLI, the servers) reads one table and none imports another. The CLI and the HTTP service translate errors into
 exit codes and JSON errors; nothing else catches broadly.
 """
 
@@ -40,7 +40,9 @@ EXIT_USAGE = 2
 EXIT_MODEL = 3
 EXIT_BUSY = 4
 EXIT_INTERRUPTED = 130
-"""The exit codes of every command (the table above); 130 is 128 + SIGINT, as shells report it."""
+EXIT_BROKEN_PIPE = 141
+"""The exit codes of every command (the table above); 130 and 141 are 128 + SIGINT and 128 +
+SIGPIPE, as shells report a command those signals end."""
 
 
 class MetisError(Exception):

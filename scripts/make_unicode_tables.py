@@ -5,9 +5,10 @@
 Python's `re` has `\\w` for letters and digits but no class for combining marks, and scanning
 all 1.1 million code points when the package is imported would cost ~0.5 s; so the classes are
 generated once, from this Python's `unicodedata`, and imported as ranges.
-tests/test_tokenizer.py checks them against `unicodedata` whenever it runs on the same Unicode
-version. Run again after a Python upgrade that brings a newer Unicode version (until then a mark
-or CJK letter assigned since is read as any other character).
+tests/test_tokenizer.py checks them, on any Python, against that Unicode version's categories
+written out by scripts/make_unicode_fixture.py (tests/fixtures/unicode/). Until both are made
+again from a newer Unicode (a change of the word rules), a mark or CJK letter assigned since is
+read as any other character, on every Python alike.
 """
 
 from __future__ import annotations

