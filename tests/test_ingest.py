@@ -82,6 +82,35 @@ def test_every_bad_file_is_skipped_with_its_reason_and_the_run_goes_on(tmp_path)
         ]
 
 
+def test_files_that_were_skipped_or_misread_before_are_indexed_as_written(tmp_path):
+    """A page whose only text is a heading, a UTF-32 text file with its BOM, a UTF-8 page that
+    declares no charset: each indexed, found by its words, its snippet as written."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "bericht.html").write_text(
+        "<!DOCTYPE html><h3>Jahresabschluss zum Geschäftsjahr 2023</h3>", encoding="utf-8"
+    )
+    (src / "export.txt").write_bytes("Quartalsbericht für Lissabon\r\n".encode("utf-32"))  # BOM
+    (src / "razon.html").write_bytes(
+        "<title>Razón</title><p>Los niños están de razón.</p>".encode()
+    )
+    with words_only_base(tmp_path / "b.db", src) as base:
+        report = base.index()
+        assert not report.skipped and set(documents(base)) == {
+            "bericht.html",
+            "export.txt",
+            "razon.html",
+        }
+        for word, document, snippet in [
+            ("geschaftsjahr", "bericht.html", "Jahresabschluss zum Geschäftsjahr 2023"),
+            ("lissabon", "export.txt", "Quartalsbericht für Lissabon"),
+            ("estan", "razon.html", "Los niños están de razón."),
+        ]:
+            (hit,) = base.search(word, mode="keyword").results
+            assert hit.citation.document == document
+            assert hit.citation.snippet == snippet
+
+
 def test_a_file_that_turns_bad_keeps_its_indexed_version(tmp_path):
     src = tmp_path / "src"
     write(src, "notes.txt", "Relatório anual de vendas.\n")

@@ -6,24 +6,30 @@ line of the source file holding that text, read here independently of the parser
 
 from __future__ import annotations
 
+import codecs
 import importlib.util
 import io
 import re
+import subprocess
+import sys
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import docx as python_docx
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from made_pdfs import pdf_with_stream
 from pypdf import PdfReader, PdfWriter
 
 from metis_lite.errors import ParseError
-from metis_lite.parsing import KIND_BY_SUFFIX, PARSERS, html, kind_of, parse, parser_for
+from metis_lite.parsing import KIND_BY_SUFFIX, PARSERS, html, kind_of, nesting, parse, parser_for
 from metis_lite.parsing.docx import MAX_PART_BYTES
 from metis_lite.parsing.pdf import page_text
 from metis_lite.records import Document, Section
 from metis_lite.settings import KINDS
+from metis_lite.tokenizer import tokens
 
 ROOT = Path(__file__).resolve().parent.parent
 HANDBOOK = ROOT / "examples" / "handbook"
@@ -237,6 +243,35 @@ def test_html_sections_tables_and_furniture_dropped():
     assert "\nindex, temperature.gpu, power.draw [W]" in check.text  # <pre> keeps its lines
 
 
+def test_html_whose_only_text_is_a_heading_is_read():
+    page = "<!DOCTYPE html><title>Bericht</title><h3>Jahresabschluss zum Geschäftsjahr 2023</h3>"
+    document = html.parse(page.encode(), name="bericht")
+    assert [(s.headings, s.text) for s in document.sections] == [
+        ((), "Jahresabschluss zum Geschäftsjahr 2023")
+    ]
+    nested = b"<h1>Report</h1><h2>Summary</h2><h2>Figures</h2>"
+    assert [(s.headings, s.text) for s in html.parse(nested, name="r").sections] == [
+        ((), "Report"),
+        (("Report",), "Summary"),
+        (("Report",), "Figures"),
+    ]
+    with pytest.raises(ParseError, match="no text"):
+        html.parse(b"<title>Only a title</title><p> </p>", name="empty")
+
+
+def test_furniture_marked_by_its_aria_role_is_dropped():
+    page = (
+        b'<div class="related" role="navigation"><a href="/">index</a> | next</div>'
+        b'<div role="main"><h1>Guide</h1><p>The text.</p></div>'
+        b'<div class="sphinxsidebar" role="Navigation search"><h3>Previous topic</h3></div>'
+        b'<div role="contentinfo">Copyright</div><div role="note">A note.</div>'
+    )
+    document = html.parse(page, name="g")
+    assert [(s.headings, s.text) for s in document.sections] == [
+        (("Guide",), "The text.\n\nA note.")
+    ]
+
+
 def test_html_encoding_from_meta_charset():
     raw = (HANDBOOK / "people/benefits.htm").read_bytes()
     assert b"\x809.60" in raw and b'charset="windows-1252"' in raw
@@ -275,6 +310,9 @@ def test_pdf_title_falls_back_to_first_line():
         ("Xid-\nAlpha", "Xid-\nAlpha"),
         ("a   b\t c\n\n\n\nnext ", "a b c\n\nnext"),
         ("fim de li-  \n  nha", "fim de linha"),
+        ("autenti\x02cação com o", "autenticação com o"),  # PDFium's mark of a line-end hyphen
+        ("autenti\ufffecação", "autenticação"),
+        ("PO\x022231", "PO-\n2231"),
     ],
 )
 def test_pdf_page_text_cleanup(raw, cleaned):
@@ -282,13 +320,42 @@ def test_pdf_page_text_cleanup(raw, cleaned):
 
 
 def test_pdf_encrypted_with_owner_password_only_is_read():
-    pytest.importorskip("cryptography")  # pypdf needs it for AES
     writer = PdfWriter(clone_from=PdfReader(HANDBOOK / "it/security-guide.pdf"))
     writer.encrypt(user_password="", owner_password="owner", algorithm="AES-128")
     out = io.BytesIO()
     writer.write(out)
     document = parser_for("pdf")(out.getvalue(), name="x")
     assert [s.page for s in document.sections] == [1, 2, 4, 5]
+
+
+def test_a_pdf_bomb_is_refused_before_pdfium_inflates_it():
+    """1 GiB of spaces in a 1 MB file: PDFium would hold it whole (2 GB of memory)."""
+    assert parser_for("pdf")(pdf_with_stream(1 << 20), name="small").sections[0].text == "bomb"
+    bomb = pdf_with_stream(1 << 30)
+    assert len(bomb) < 2_000_000
+    with pytest.raises(ParseError, match="PDF bomb"):
+        parser_for("pdf")(bomb, name="bomb")
+
+
+def test_pdfs_parsed_on_many_threads_and_in_a_second_process_read_the_same(tmp_path):
+    """PDFium is not thread-safe: one lock serializes it. Eight threads parse the example PDFs
+    at once, a second process parses them too, and every document is the one read alone."""
+    paths = [HANDBOOK / "it/security-guide.pdf", BAD / "broken-xref.pdf"]
+    alone = {p: parse(p) for p in paths}
+    script = (
+        "import sys; from pathlib import Path; from metis_lite.parsing import parse\n"
+        "for _ in range(30):\n"
+        "    for p in sys.argv[1:]: parse(Path(p))\n"
+        "print('done')\n"
+    )
+    other = subprocess.Popen(
+        [sys.executable, "-c", script, *map(str, paths)], cwd=ROOT, stdout=subprocess.PIPE
+    )
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        read = list(pool.map(parse, paths * 40))
+    assert read == [alone[p] for p in paths * 40]
+    out, _ = other.communicate(timeout=120)
+    assert other.returncode == 0 and out.strip() == b"done"
 
 
 def test_docx_title_headings_and_tables():
@@ -404,9 +471,49 @@ def test_any_file_read_as_any_kind_gives_a_document_or_a_parse_error(name, kind)
 @given(data=st.binary(max_size=3000), kind=st.sampled_from(KINDS))
 def test_random_bytes_give_a_document_or_a_parse_error(data, kind):
     try:
-        parse(Path(f"random.{kind}"), data=data)
-    except ParseError:
-        pass
+        document = parse(Path(f"random.{kind}"), data=data)
+    except ParseError as refused:
+        assert refused.message and "\n" not in refused.message
+    else:
+        assert document.kind == kind and document.sections
+        assert all(s.text.strip() for s in document.sections)
+
+
+WORDS = st.lists(
+    st.text(alphabet=st.characters(categories=("L", "N")), min_size=2, max_size=12),
+    min_size=1,
+    max_size=60,
+)
+ENCODINGS = ["utf-8", "utf-8-sig", "utf-16", "utf-16-be-bom", "utf-32", "utf-32-be-bom", "cp1252"]
+
+
+def encoded(text: str, encoding: str) -> bytes:
+    """`text` in `encoding`; "…-bom" is the big-endian form with its byte-order mark."""
+    if encoding.endswith("-bom"):
+        return "\ufeff".encode(encoding[:-4]) + text.encode(encoding[:-4])
+    return text.encode(encoding)
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    words=WORDS, kind=st.sampled_from(["txt", "md", "html"]), encoding=st.sampled_from(ENCODINGS)
+)
+def test_text_in_any_encoding_is_read_word_for_word(words, kind, encoding):
+    """The oracle is the words written: a parser that refused text, or misread its encoding,
+    fails here (a cp1252 page declares its charset, as a page that is not UTF-8 must)."""
+    body = " ".join(words)
+    if encoding == "cp1252":
+        try:
+            body.encode("cp1252")
+        except UnicodeEncodeError:
+            encoding = "utf-8"
+    if kind == "html":
+        declared = '<meta charset="windows-1252">' if encoding == "cp1252" else ""
+        text = f"<!DOCTYPE html>{declared}<title>t</title><p>{body}</p>"
+    else:
+        text = body
+    document = parse(Path(f"words.{kind}"), data=encoded(text, encoding))
+    assert tokens(" ".join(s.text for s in document.sections)) == tokens(body)
 
 
 def test_utf16_text_with_bom(tmp_path):
@@ -414,6 +521,24 @@ def test_utf16_text_with_bom(tmp_path):
     path.write_bytes("\ufeffRelatório\r\nsegunda linha\r\n".encode("utf-16-le"))
     document = parse(path)
     assert document.sections[0].text == "Relatório\nsegunda linha"
+
+
+@pytest.mark.parametrize("encoding", ["utf-32-le", "utf-32-be"])
+def test_utf32_text_with_bom(tmp_path, encoding):
+    path = tmp_path / "export.txt"
+    path.write_bytes("\ufeffJahresabschluss\r\nGeschäftsjahr 2023\r\n".encode(encoding))
+    document = parse(path)
+    assert document.sections[0].text == "Jahresabschluss\nGeschäftsjahr 2023"
+
+
+def test_a_bom_whose_encoding_the_bytes_break_is_refused(tmp_path):
+    path = tmp_path / "broken.txt"
+    path.write_bytes(codecs.BOM_UTF32_LE + "text".encode("utf-32-le") + b"\xff\xff\xff\xff")
+    with pytest.raises(ParseError, match="not valid UTF-32 text"):
+        parse(path)
+    path.write_bytes(codecs.BOM_UTF16_LE + "text".encode("utf-16-le") + b"\x00\xd8")
+    with pytest.raises(ParseError, match="not valid UTF-16 text"):
+        parse(path)
 
 
 def test_text_starts_at_first_non_blank_line(tmp_path):
@@ -445,21 +570,39 @@ def test_a_docx_without_text_is_refused():
 # --- deep HTML ------------------------------------------------------------------------------
 
 
+def tree_depth(node) -> int:
+    """The depth of lexbor's tree under `node`, walked with a stack (the tree may be deep)."""
+    deepest, stack = 0, [(node, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        child = node.child
+        while child is not None:
+            stack.append((child, depth + 1))
+            child = child.next
+    return deepest
+
+
 def test_deeply_nested_html_fixture_is_read_with_a_short_stack(monkeypatch):
-    """Bounded time without timing: html5lib's scope checks scan the stack of open elements,
-    so a stack that never grows past the cap means work linear in the file (not quadratic)."""
-    deepest = []
-    make_room = html._BoundedTreeBuilder._make_room
+    """Bounded time without timing: lexbor's scope checks scan its stack of open elements,
+    which is never deeper than the tree it builds — so a shallow tree means work linear in the
+    file. The fixture (100,000 nested <div>s) costs lexbor ~20 s unflattened."""
+    trees = []
+    real = html.LexborHTMLParser
 
-    def measured(builder):
-        make_room(builder)
-        deepest.append(len(builder.openElements))
+    def recorded(data, *args, **kwargs):
+        trees.append((data, real(data, *args, **kwargs)))
+        return trees[-1][1]
 
-    monkeypatch.setattr(html._BoundedTreeBuilder, "_make_room", measured)
+    monkeypatch.setattr(html, "LexborHTMLParser", recorded)
+    raw = (BAD / "deep-nesting.html").read_bytes()
+    assert nesting.scan_work(raw) > 50 * nesting.SCAN_BUDGET
     document = parse(BAD / "deep-nesting.html")
     assert document.title == "Deep"
     assert document.sections[0].text == "the bottom of a very deep page"
-    assert len(deepest) > 100_000 and max(deepest) < html.FLATTEN_DEPTH
+    ((given, tree),) = trees
+    assert given != raw and nesting.scan_work(given) <= nesting.SCAN_BUDGET
+    assert tree_depth(tree.root) <= nesting.FLATTEN_DEPTH + 3  # html, body, the text
 
 
 def test_deep_html_keeps_every_word_in_order():
@@ -478,9 +621,73 @@ def test_deep_html_keeps_every_word_in_order():
     ]
 
 
-def test_html_nested_past_the_limit_is_refused():
+def test_tables_nested_a_thousand_deep_are_read_and_deeper_ones_refused():
+    """lexbor reads 1,000 nested tables quickly (no flattening needed: within the budget), and
+    every cell is kept; 5,000 are past the budget, and tables are never closed early, so the
+    page is refused rather than parsed in quadratic time."""
+    page = b"<table><tr><td>cell " * 1000 + b"bottom"
+    document = html.parse(page, name="tables")
+    text = " ".join(s.text for s in document.sections)
+    assert text.split().count("cell") == 1000 and text.endswith("bottom")
     with pytest.raises(ParseError, match="nested too deeply"):
-        html.parse(b"<table><tr><td>" * 1000 + b"cell", name="tables")
+        html.parse(b"<table><tr><td>" * 5000 + b"cell", name="tables")
+
+
+TAG_SOUP = st.lists(
+    st.sampled_from(
+        [
+            "<div>",
+            "</div>",
+            "<b>",
+            "</b>",
+            "<p>",
+            "x ",
+            "<br>",
+            "</span>",
+            "<!-- <div> -->",
+            "a<b",
+            "<table><tr><td>",
+            "</td></tr></table>",
+        ]
+    ),
+    max_size=400,
+).map("".join)
+
+
+def naive_scan_work(data: bytes) -> int:
+    """The bound nesting.scan_work computes, one byte at a time: every `<` and a letter opens,
+    every `</` closes, a close with nothing open closes nothing; summed over the tags."""
+    depth = total = 0
+    for at in range(len(data) - 1):
+        if data[at] != ord("<"):
+            continue
+        after = chr(data[at + 1])
+        if after.isascii() and after.isalpha():
+            depth += 1
+        elif after == "/":
+            depth = max(depth - 1, 0)
+        else:
+            continue
+        total += depth
+    return total
+
+
+@settings(max_examples=80, deadline=None)
+@given(soup=TAG_SOUP, block=st.sampled_from([7, 64, 1 << 22]))
+def test_scan_work_is_the_bound_computed_byte_by_byte(soup, block):
+    data = soup.encode()  # small blocks: the bound is carried from one block to the next
+    assert nesting.scan_work(data, safe_tags=0, block_bytes=block) == naive_scan_work(data)
+
+
+@settings(max_examples=80, deadline=None)
+@given(soup=TAG_SOUP, depth=st.integers(0, 300))
+def test_flattening_keeps_every_word_in_order_and_bounds_the_tree(soup, depth):
+    page = ("<div><span>" * depth + soup + " end").encode()
+    flat = nesting.flatten(page)
+    words = html.LexborHTMLParser(page).body.text().split()
+    assert html.LexborHTMLParser(flat).body.text().split() == words
+    tables = soup.count("<table>")  # never closed early: table, tbody, tr, td each
+    assert tree_depth(html.LexborHTMLParser(flat).root) <= nesting.FLATTEN_DEPTH + 4 + 4 * tables
 
 
 # --- properties of the Markdown reader --------------------------------------------------------

@@ -6,6 +6,7 @@
 Whatever a file holds, `parse` returns a Document or raises ParseError with a short reason a
 person can act on ("encrypted PDF …", "binary file, not text", "empty file"); no other
 exception escapes for bad input, so one unreadable file never stops an indexing run.
+How each kind is read, and what bounds a hostile file's cost: docs/parsing.md.
 """
 
 from __future__ import annotations
@@ -38,8 +39,8 @@ PARSERS: dict[str, str] = {
     "docx": "docx",
 }
 """The module of metis_lite.parsing that reads each kind: imported when a file of that kind is
-first read, so that a search, which reads none, does not pay for pypdf, python-docx and html5lib
-(~170 ms of a fresh process's first search)."""
+first read, so that a search, which reads none, does not pay for importing PDFium, python-docx
+and lexbor."""
 
 __all__ = ["KIND_BY_SUFFIX", "PARSERS", "kind_of", "parse", "parser_for"]
 

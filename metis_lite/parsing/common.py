@@ -8,11 +8,11 @@ them (`\\r\\n`, `\\r` and `\\n` each end a line), and nothing else ends one.
 
 from __future__ import annotations
 
-import codecs
 import re
 from collections.abc import Sequence
 
 from metis_lite.errors import ParseError
+from metis_lite.parsing.charset import decode_plain, wide_encoding
 from metis_lite.records import Document, Section
 
 BINARY_CONTROL_SHARE = 0.10
@@ -21,50 +21,28 @@ BINARY_CONTROL_SHARE = 0.10
 REASON_CHARS = 120
 """A failure reason quotes at most this much of a library's own message."""
 
-_FALLBACK_ERRORS = "metis-cp1252-fallback"
-
 # Control characters that do not occur in text: everything below space except tab, line feed,
 # form feed, carriage return and escape (ANSI colours in logs), plus DEL and the C1 range.
 _CONTROL = re.compile("[\x00-\x08\x0b\x0e-\x1a\x1c-\x1f\x7f-\x9f]")
 _NEWLINES = re.compile(r"\r\n?")
 
 
-def _cp1252_fallback(exc: UnicodeError) -> tuple[str, int]:
-    """Decode the bytes UTF-8 rejected as Windows-1252, or Latin-1 where 1252 leaves a gap."""
-    if not isinstance(exc, UnicodeDecodeError):
-        raise exc
-    chunk = exc.object[exc.start : exc.end]
-    chars = []
-    for byte in chunk:
-        try:
-            chars.append(bytes([byte]).decode("cp1252"))
-        except UnicodeDecodeError:
-            chars.append(bytes([byte]).decode("latin-1"))
-    return "".join(chars), exc.end
-
-
-codecs.register_error(_FALLBACK_ERRORS, _cp1252_fallback)
-
-
 def decode_text(data: bytes) -> str:
-    """Decode a plain-text file: UTF-8 (BOM stripped), else Windows-1252, else Latin-1.
-
-    Each byte sequence that is not UTF-8 is read as Windows-1252 on its own, so a Windows-1252
-    file reads as Windows-1252 (`Relatório` stays one word) and a UTF-8 file with one stray byte
-    keeps the rest of its accents. A UTF-16 file with a byte-order mark is read as UTF-16.
+    """Decode a plain-text file (text, Markdown) by `charset.decode_plain`: its byte-order mark
+    (UTF-8, UTF-16 or UTF-32), else UTF-8 where the bytes are valid and Windows-1252 for each
+    run that is not — so a Windows-1252 file reads as Windows-1252 (`Relatório` stays one word)
+    and a UTF-8 file with one stray byte keeps the rest of its accents.
     Line ends come back as `\\n`. Raises ParseError for empty and binary files.
     """
     if not data.strip():
         raise ParseError("empty file")
-    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-        try:
-            text = data.decode("utf-16")
-        except UnicodeDecodeError as exc:
-            raise ParseError("not valid UTF-16 text") from exc
-    elif b"\x00" in data:
+    wide = wide_encoding(data)
+    if not wide and b"\x00" in data:
         raise ParseError("binary file, not text")
-    else:
-        text = data.removeprefix(codecs.BOM_UTF8).decode("utf-8", errors=_FALLBACK_ERRORS)
+    try:
+        text = decode_plain(data)
+    except UnicodeDecodeError as exc:
+        raise ParseError(f"not valid {wide} text") from exc
     if not text.strip():
         raise ParseError("empty file")
     if len(_CONTROL.findall(text)) > BINARY_CONTROL_SHARE * len(text):

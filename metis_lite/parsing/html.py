@@ -1,55 +1,43 @@
 """HTML (.html, .htm): the page's readable text, cut into sections at h1–h6.
 
-html5lib parses the bytes the way a browser does (encoding from the byte-order mark or
-`<meta charset>`, implied end tags, misnested markup). Page furniture — scripts, styles,
-navigation, the page's header and footer, asides, forms — is left out. Block elements become
-paragraphs, table rows become one line with cells joined by " | ", whitespace is collapsed
-inside paragraphs (kept, line by line, inside `<pre>`).
+lexbor (through selectolax), a C parser that follows the HTML5 standard, builds the tree a
+browser builds (implied end tags, misnested markup); the bytes are decoded first as a browser
+decodes them (charset.py: BOM, then the page's declared charset, then UTF-8 when valid, then
+Windows-1252). Page furniture — scripts, styles, navigation, the page's header and footer,
+asides, forms, and elements whose ARIA role says they are one of those — is left out. Block
+elements become paragraphs, table rows become one line with cells joined by " | ", whitespace
+is collapsed inside paragraphs (kept, line by line, inside `<pre>`).
 
-Deeply nested markup is bounded: the tree is walked with an explicit stack (no recursion),
-and the parser's stack of open elements is kept short, because html5lib's scope checks scan it
-(100,000 nested `<div>`s would cost quadratic time). Past FLATTEN_DEPTH, a plain container
-(`div`, `span`, `section`, …) or inline formatting (`b`, `font`, …) on top of the stack is
-closed before the next element opens, just as its end tag would close it — browsers flatten
-over-deep trees the same way, and every word is kept, in order. Markup that still nests past
-MAX_OPEN_ELEMENTS (tables inside tables, hundreds deep) is refused.
+Deep nesting is bounded before the parse (nesting.py: a page whose tags would cost the parser
+quadratic time is flattened the way browsers flatten over-deep trees, every word kept), and
+the tree is walked with an explicit stack (no recursion), so any depth is safe.
 """
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
-
-import html5lib
+from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from metis_lite.errors import ParseError
+from metis_lite.parsing.charset import html_utf8, wide_encoding
 from metis_lite.parsing.common import collapse, document, reason
+from metis_lite.parsing.nesting import bounded
 from metis_lite.records import Document, Section
 
-FLATTEN_DEPTH = 64
-"""Past this many open elements, a plain or formatting element is closed before the next opens
-(real pages rarely nest past 32)."""
-
-MAX_OPEN_ELEMENTS = 512
-"""A page that nests deeper than this even after flattening is refused."""
-
-FLATTENED = frozenset(
-    "address article aside blockquote center dd details dir div dl dt fieldset figcaption "
-    "figure footer header hgroup li listing main menu nav ol p pre section span summary ul".split()
-)
-"""Elements whose end tag, when they are the current node, only pops them off the stack."""
-
-FORMATTING = frozenset("a b big code em font i nobr s small strike strong tt u".split())
-"""Elements whose end tag, when they are the current node, pops them and forgets them as
-active formatting (the adoption agency's simple case) — unclosed `<font>`s pile up so."""
-
 SNIFF_BYTES = 4096
-"""A NUL byte within this many leading bytes (and no UTF-16 byte-order mark) marks binary data."""
+"""A NUL byte within this many leading bytes (and no UTF-16 or UTF-32 byte-order mark) marks
+binary data."""
 
 SKIPPED = frozenset(
     "head script style noscript template nav aside form header footer "
     "svg math iframe object embed canvas button select textarea dialog".split()
 )
 """Elements whose whole content is page furniture, not the document's text."""
+
+SKIPPED_ROLES = frozenset(
+    "navigation banner contentinfo complementary search form menu menubar toolbar".split()
+)
+"""ARIA roles that mark an element as furniture (`<div role="navigation">` is a `<nav>`):
+Sphinx, for one, marks its sidebar and its related-pages bars so."""
 
 SECTIONING = frozenset({"article", "main", "section"})
 """A `<header>` inside one of these heads that content (keep it); elsewhere it is the page's."""
@@ -66,82 +54,81 @@ BLOCKS = frozenset(
 CELLS = frozenset({"td", "th"})
 CELL_SEPARATOR = " | "
 
-_BaseTreeBuilder = html5lib.getTreeBuilder("etree")
-_XHTML = html5lib.constants.namespaces["html"]
+STRUCTURE = BLOCKS | CELLS | SECTIONING | {"tr", "pre"}
+"""The elements whose start and end the reader acts on (headings are blocks); any other is
+only looked into for its text."""
 
-
-class _BoundedTreeBuilder(_BaseTreeBuilder):  # type: ignore[misc,valid-type]
-    """html5lib's ElementTree builder, keeping its stack of open elements short (see above).
-
-    Every element opens through `insertElementNormal`, except one foster-parented out of a
-    table, after which the current node is that element and the next one passes here.
-    """
-
-    _reconstructing = False
-    """True while html5lib re-opens the formatting elements it keeps a list of: it indexes
-    that list as it goes, so no entry may be removed from it then."""
-
-    def insertElementNormal(self, token):
-        self._make_room()
-        return super().insertElementNormal(token)
-
-    def reconstructActiveFormattingElements(self):
-        self._reconstructing = True
-        try:
-            return super().reconstructActiveFormattingElements()
-        finally:
-            self._reconstructing = False
-
-    def _make_room(self) -> None:
-        depth = len(self.openElements)
-        if depth < FLATTEN_DEPTH:
-            return
-        namespace, name = self.openElements[-1].nameTuple
-        formatting = name in FORMATTING and not self._reconstructing
-        if namespace == _XHTML and (name in FLATTENED or formatting):
-            current = self.openElements.pop()
-            if current in self.activeFormattingElements:
-                self.activeFormattingElements.remove(current)
-        elif depth >= MAX_OPEN_ELEMENTS:
-            raise ParseError(f"HTML nested too deeply (over {MAX_OPEN_ELEMENTS} elements)")
+TEXT = "-text"
+"""selectolax's tag of a text node (comments are "-comment", and are not read)."""
 
 
 def parse(data: bytes, *, name: str) -> Document:
     """Read an HTML page into sections, one per heading, each with its chain of headings.
 
-    The title is the page's `<title>`, else its first `<h1>`, else `name`.
+    The title is the page's `<title>`, else its first `<h1>`, else `name`. A page whose only
+    text is in its headings gives one section per heading, so that it is found by them.
     """
     if not data.strip():
         raise ParseError("empty file")
-    if b"\x00" in data[:SNIFF_BYTES] and not data.startswith((b"\xff\xfe", b"\xfe\xff")):
+    if b"\x00" in data[:SNIFF_BYTES] and not wide_encoding(data):
         raise ParseError("binary file, not HTML")
-    parser = html5lib.HTMLParser(tree=_BoundedTreeBuilder, namespaceHTMLElements=False)
     try:
-        root = parser.parse(data)
+        tree = LexborHTMLParser(bounded(html_utf8(data)))
     except ParseError:
         raise
-    except Exception as exc:  # a charset it cannot decode, or html5lib's own asserts failing
+    except Exception as exc:  # lexbor failing on input it cannot build a tree of
         raise ParseError(f"not readable as HTML ({reason(exc)})") from exc
-    title_element = root.find(".//title")
-    page_title = collapse("".join(title_element.itertext())) if title_element is not None else ""
-    reader = _Reader()
-    reader.walk(root)
-    reader.end_section()
-    return document(page_title or reader.first_h1 or name, "html", reader.sections)
+    title_element = tree.css_first("title")
+    page_title = collapse(title_element.text()) if title_element is not None else ""
+    _drop_furniture_roles(tree)
+    reader = PageReader()
+    if tree.root is not None:
+        walk(tree.root, reader)
+    return reader.finish(page_title, name)
 
 
-def _tag(element: ET.Element) -> str | None:
-    """The element's local name, or None for a comment or processing instruction."""
-    tag = element.tag
-    return tag.rpartition("}")[2].lower() if isinstance(tag, str) else None
+def walk(root: LexborNode, reader: PageReader) -> None:
+    """Read lexbor's tree in document order, with an explicit stack: any depth is safe.
+
+    Only the elements the reader acts on (STRUCTURE) are entered and left; the others are
+    looked into for their text, or skipped whole when the reader skips them."""
+    stack: list[LexborNode | str] = [root]  # a str: leave the element of that tag
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            reader.leave(item)
+            continue
+        node = item
+        tag = node.tag
+        if tag == TEXT:
+            reader.text(node.text_content or "")
+            continue
+        if not tag or tag[0] == "-" or (tag in SKIPPED and reader.skips(tag)):
+            continue
+        if tag in STRUCTURE:
+            reader.enter(tag)
+            stack.append(tag)
+        child = node.last_child
+        while child is not None:
+            stack.append(child)
+            child = child.prev
 
 
-class _Reader:
-    """Turns the walk of one tree into sections; holds the paragraph being read."""
+def _drop_furniture_roles(tree: LexborHTMLParser) -> None:
+    """Remove the elements whose ARIA role marks them as furniture, before the walk."""
+    selector = ", ".join(f'[role~="{role}" i]' for role in sorted(SKIPPED_ROLES))
+    for node in tree.css(selector):
+        node.remove()  # unlinked, not freed: a match inside another match stays valid
+
+
+class PageReader:
+    """Turns the walk of one page's tree into sections: `enter`, `text` and `leave` in
+    document order (an element `skips` is neither entered nor read), then `finish`."""
 
     def __init__(self) -> None:
         self.sections: list[Section] = []
         self.first_h1: str | None = None
+        self.headings_read: list[tuple[tuple[str, ...], str]] = []  # (chain above, heading)
         self._chain: list[tuple[int, str]] = []
         self._paragraphs: list[str] = []
         self._words: list[str] = []  # text of the paragraph being read
@@ -152,24 +139,6 @@ class _Reader:
         self._rows = 0
         self._sectioning = 0
 
-    def walk(self, root: ET.Element) -> None:
-        """Visit the tree in document order with an explicit stack, so any depth is safe."""
-        stack: list[tuple[ET.Element, bool]] = [(root, False)]
-        while stack:
-            element, leaving = stack.pop()
-            tag = _tag(element)
-            if leaving:
-                self._leave(tag or "")
-            elif tag is not None and not self._skipped(tag):
-                self._enter(tag)
-                if element.text:
-                    self._text(element.text)
-                stack.append((element, True))
-                stack.extend((child, False) for child in reversed(element))
-                continue
-            if element.tail:
-                self._text(element.tail)
-
     def end_section(self) -> None:
         self._end_paragraph()
         if self._paragraphs:
@@ -177,10 +146,19 @@ class _Reader:
             self.sections.append(Section(text="\n\n".join(self._paragraphs), headings=headings))
         self._paragraphs = []
 
-    def _skipped(self, tag: str) -> bool:
+    def finish(self, title: str, name: str) -> Document:
+        """The page read: titled `title`, else by its first `<h1>`, else `name`. A page whose
+        only text is in its headings gives one section per heading, its text the heading."""
+        self.end_section()
+        sections = self.sections or [
+            Section(text=text, headings=chain) for chain, text in self.headings_read
+        ]
+        return document(title or self.first_h1 or name, "html", sections)
+
+    def skips(self, tag: str) -> bool:
         return tag in SKIPPED and not (tag == "header" and self._sectioning)
 
-    def _enter(self, tag: str) -> None:
+    def enter(self, tag: str) -> None:
         if tag in HEADINGS and self._heading is None:
             self._end_paragraph()
             self._heading = (HEADINGS[tag], [])
@@ -197,7 +175,7 @@ class _Reader:
         elif tag in SECTIONING:
             self._sectioning += 1
 
-    def _leave(self, tag: str) -> None:
+    def leave(self, tag: str) -> None:
         if tag in HEADINGS and self._heading and self._heading[0] == HEADINGS[tag]:
             level, words = self._heading
             self._heading = None
@@ -217,11 +195,11 @@ class _Reader:
     def _boundary(self) -> None:
         """A block starts or ends: a new paragraph, except inside a heading or a table row."""
         if self._heading is not None or self._rows:
-            self._text(" ")
+            self.text(" ")
         else:
             self._end_paragraph()
 
-    def _text(self, text: str) -> None:
+    def text(self, text: str) -> None:
         if self._heading:
             self._heading[1].append(text)
         else:
@@ -234,6 +212,7 @@ class _Reader:
         self.end_section()
         while self._chain and self._chain[-1][0] >= level:
             self._chain.pop()
+        self.headings_read.append((tuple(t for _, t in self._chain), text))
         self._chain.append((level, text))
         if level == 1 and self.first_h1 is None:
             self.first_h1 = text
