@@ -204,6 +204,8 @@ class WordIndex:
     def _run(self) -> None:
         store = None
         try:
+            if self._stop.is_set():
+                return
             store = self._connect()
             while not self._stop.is_set():
                 self._wanted.wait()
@@ -252,6 +254,8 @@ class WordIndex:
                 new_contexts.append(context)
                 after = batch[-1][0]
             fts_totals = _fts5_totals(store)
+        if self._stop.is_set():
+            return
         ids = np.concatenate([ids, np.array(new_ids, np.int64)])
         lengths = np.concatenate([lengths, *new_lengths]).astype(np.int64)
         contexts = np.concatenate([contexts, *new_contexts]).astype(np.int64)
