@@ -11,6 +11,10 @@ TOP_K = 10
 TOP_K_MAX = 100
 """The most results one search may ask for."""
 
+REQUEST_BODY_MAX_BYTES = 64 * 1024
+"""The largest request `serve` reads (413 past it), and the largest MCP message on stdio and at
+/mcp: a search, a fact or a tool call is a few hundred bytes; 64 KiB holds any with room over."""
+
 QUESTION_WORDS_MAX = 64
 """Distinct words of a question that are searched; past them the rest is left out with the
 warning QUESTION_CUT. A question is a sentence or a paragraph; the keyword stage costs time in

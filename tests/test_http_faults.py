@@ -1,15 +1,19 @@
-"""The HTTP edge attacked as issue 13 found it, against a real `metis-lite serve` on loopback.
+"""The HTTP edge attacked as a client and an attacker would, against a real `metis-lite serve`
+on loopback.
 
 Each fault is bounded in time and count: the service runs with a 2 s request deadline, so the
 whole module takes seconds. What must hold: idle and slow clients take no worker (health and
-search answer within 1 s meanwhile), bad input is a 4xx (never a 5xx), a page of another site
-cannot start indexing, a 20 MB body reads back as 413 with an ordinary client, and the service
-refuses to start with a busy port or a token HTTP cannot carry, in one line.
+search answer within 1 s meanwhile), more idle sockets than one address may hold — and a client
+that reconnects each one the service closes — never keep a new client out, bad input is a 4xx
+(never a 5xx), a page of another site cannot start indexing, a 20 MB body reads back as 413 with
+an ordinary client, and the service refuses to start with a busy port or a token HTTP cannot
+carry, in one line.
 """
 
 from __future__ import annotations
 
 import json
+import selectors
 import socket
 import subprocess
 import sys
@@ -19,6 +23,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 
 import httpx
 import pytest
@@ -27,7 +32,7 @@ from serving import Service, serve, stop
 
 from metis_lite.base import Base
 from metis_lite.http.run import make_server
-from metis_lite.http.server import Limits, Server
+from metis_lite.http.server import MAX_CONNECTIONS_PER_CLIENT, Limits, Server
 from metis_lite.http.wire import Response
 from metis_lite.settings import QUESTION_WORDS_MAX
 
@@ -40,6 +45,8 @@ ANSWER_S = 1.0
 IDLE = 100
 SLOW = 16
 CLIENTS = 200
+FLOOD = MAX_CONNECTIONS_PER_CLIENT + 44
+"""Idle sockets from 127.0.0.1, more than one address may hold (300)."""
 
 
 @pytest.fixture(scope="module")
@@ -113,6 +120,69 @@ def test_a_hundred_idle_connections_do_not_stop_health_or_search(service):
     finally:
         for sock in idle:
             sock.close()
+
+
+def test_three_hundred_idle_sockets_from_one_address_do_not_stop_health_or_search(service):
+    idle = []
+    try:
+        for _ in range(FLOOD):
+            idle.append(socket.create_connection(("127.0.0.1", service.port), timeout=10))
+        ordinary_requests_answer_fast(service.url)
+        idle[0].settimeout(10)
+        assert idle[0].recv(1) == b"", "the oldest idle socket was closed to admit a newer one"
+    finally:
+        for sock in idle:
+            sock.close()
+
+
+def test_a_client_that_reconnects_every_closed_socket_does_not_hold_the_service(service):
+    """A flood of FLOOD sockets, each reconnected the moment the service closes it: every
+    closed one makes room for another, so the flood churns; ordinary requests still get in."""
+    stop = threading.Event()
+    held = threading.Event()
+    reconnects = 0
+
+    def flood() -> None:
+        nonlocal reconnects
+        selector = selectors.DefaultSelector()
+
+        def connect() -> None:
+            sock = socket.create_connection(("127.0.0.1", service.port), timeout=10)
+            sock.setblocking(False)
+            selector.register(sock, selectors.EVENT_READ)
+
+        try:
+            for _ in range(FLOOD):
+                connect()
+            held.set()
+            while not stop.is_set():
+                for key, _ in selector.select(timeout=0.05):
+                    sock = key.fileobj
+                    selector.unregister(sock)
+                    sock.close()  # type: ignore[union-attr]
+                    connect()
+                    reconnects += 1
+        finally:
+            for key in list(selector.get_map().values()):
+                key.fileobj.close()  # type: ignore[union-attr]
+            selector.close()
+
+    thread = threading.Thread(target=flood, daemon=True)
+    thread.start()
+    try:
+        assert held.wait(30), "the flood could not open its sockets"
+        with httpx.Client(timeout=30) as client:
+            for _ in range(5):
+                health = client.get(f"{service.url}/v1/health")
+                search = client.post(
+                    f"{service.url}/v1/bases/words/search",
+                    json={"question": "travel", "mode": "keyword"},
+                )
+                assert (health.status_code, search.status_code) == (200, 200), search.text
+    finally:
+        stop.set()
+        thread.join(30)
+    assert reconnects > 0, "the flood reconnected (the service closed its oldest sockets)"
 
 
 def test_slow_bodies_take_no_worker_and_are_cut_off(service):
@@ -327,21 +397,69 @@ class Echo:
         return Response(status, message.encode(), headers)
 
 
-def test_one_client_holds_at_most_its_share_of_connections():
-    server = Server(Echo(), ("127.0.0.1", 0), limits=Limits(per_client=3), access_log=False)
+class Gate(Echo):
+    """Holds every request on its worker until `opened` is set: its connections stay busy."""
+
+    def __init__(self) -> None:
+        self.opened = threading.Event()
+        self.entered = threading.Semaphore(0)
+
+    def handle(self, request):
+        self.entered.release()
+        self.opened.wait(30)
+        return Response(200, b"ok")
+
+
+@contextmanager
+def running(app, limits: Limits) -> Iterator[Server]:
+    server = Server(app, ("127.0.0.1", 0), limits=limits, access_log=False)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    held = [socket.create_connection(("127.0.0.1", server.port), timeout=5) for _ in range(3)]
     try:
-        time.sleep(0.2)
-        refused = raw(server.port, b"GET / HTTP/1.1\r\n\r\n")
-        assert status(refused) == 503 and b"Retry-After: 1" in refused
-        held.pop().close()
-        time.sleep(0.2)
-        assert status(raw(server.port, b"GET / HTTP/1.1\r\n\r\n")) == 200
+        yield server
     finally:
-        for sock in held:
-            sock.close()
         server.shutdown()
         thread.join(5)
         server.close()
+
+
+def test_a_full_share_closes_its_oldest_idle_connection_for_a_new_one():
+    with running(Echo(), Limits(per_client=3)) as server:
+        held = []
+        try:
+            for _ in range(3):
+                held.append(socket.create_connection(("127.0.0.1", server.port), timeout=5))
+                time.sleep(0.05)  # so that their ages differ
+            time.sleep(0.2)
+            assert status(raw(server.port, b"GET / HTTP/1.1\r\n\r\n")) == 200
+            held[0].settimeout(5)
+            assert held[0].recv(1) == b"", "the oldest idle connection was closed"
+            for sock in held[1:]:
+                sock.settimeout(0.3)
+                with pytest.raises(TimeoutError):
+                    sock.recv(1)  # still open: one closed was room enough
+        finally:
+            for sock in held:
+                sock.close()
+
+
+def test_a_full_share_of_busy_connections_answers_503_and_keeps_them():
+    gate = Gate()
+    with running(gate, Limits(per_client=3, workers=4)) as server:
+        busy = []
+        try:
+            for _ in range(3):
+                sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+                sock.sendall(b"GET / HTTP/1.1\r\n\r\n")
+                busy.append(sock)
+            for _ in range(3):
+                assert gate.entered.acquire(timeout=10), "each request reached a worker"
+            refused = raw(server.port, b"GET / HTTP/1.1\r\n\r\n")
+            assert status(refused) == 503 and b"Retry-After: 1" in refused
+            gate.opened.set()
+            for sock in busy:
+                assert status(sock.recv(65536)) == 200
+        finally:
+            gate.opened.set()
+            for sock in busy:
+                sock.close()

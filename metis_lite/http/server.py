@@ -5,8 +5,13 @@ by a request that has arrived whole: its head and, when it has one, its body wit
 So a client that connects and sends nothing, or sends a byte now and then, costs a socket and a
 few hundred bytes, never a worker. What it guards against, each number named in `Limits`:
 
-- at most `max_connections` open connections, `per_client` of them from one address; past
-  either, the connection is answered 503 at once;
+- at most `max_connections` open connections, `per_client` of them from one address. When a
+  new connection finds either full, the oldest idle connection in its way is closed to admit
+  it: idle is every connection whose request is not with a worker or being answered (one that
+  sent nothing yet, a kept-alive one between requests, one whose request is still arriving),
+  oldest is the one idle the longest (since it opened or got its last answer). So sockets that
+  sit open, even a client that reconnects each one as it is closed, never keep a new client
+  out. Only when every connection in the way is busy is the new one answered 503 at once;
 - a request must arrive whole within `request_timeout_s` of its first byte's turn (408), however
   it is paced; request line 8 KiB (414), headers 16 KiB (431), body `max_body_bytes` (413);
 - a fixed pool of `workers` threads and at most `queue_size` whole requests waiting for one;
@@ -46,6 +51,7 @@ from metis_lite.http.wire import (
     log_exception,
     parse_head,
 )
+from metis_lite.settings import REQUEST_BODY_MAX_BYTES
 
 WORKERS = 16
 """Requests handled at once."""
@@ -60,12 +66,17 @@ KEEP_ALIVE_S = 5.0
 """A kept-alive connection that starts no new request within this long is closed quietly."""
 
 MAX_CONNECTIONS = 1024
-"""Open connections in all; past this a new one is answered 503 and closed."""
+"""Open connections in all; a new one past this closes the oldest idle one, or is answered 503
+when none is idle (the module says which)."""
 
 MAX_CONNECTIONS_PER_CLIENT = 256
-"""Open connections from one address: one client (or one attacker) cannot hold them all."""
+"""Open connections from one address, as MAX_CONNECTIONS: one client (or one attacker) cannot
+hold them all. Every loopback client shares one address."""
 
 LISTEN_BACKLOG = 512
+"""Connections the kernel holds until the loop accepts them (asyncio would set 100: a burst
+past it waits a second for the client's SYN to be sent again)."""
+
 READ_CHUNK = 64 * 1024
 
 DRAIN_BYTES = 64 * 1024 * 1024
@@ -84,7 +95,7 @@ class Limits:
     workers: int = WORKERS
     queue_size: int = QUEUE_SIZE
     request_timeout_s: float = REQUEST_TIMEOUT_S
-    max_body_bytes: int = 64 * 1024
+    max_body_bytes: int = REQUEST_BODY_MAX_BYTES
     keep_alive: bool = False
     keep_alive_s: float = KEEP_ALIVE_S
     max_connections: int = MAX_CONNECTIONS
@@ -100,6 +111,17 @@ class App(Protocol):
     def refuse(
         self, status: int, message: str, head: Head | None, headers: tuple[tuple[str, str], ...]
     ) -> Response: ...
+
+
+@dataclass(eq=False)
+class _Connection:
+    """One open connection as the table sees it: busy while a worker answers its request and
+    the answer is written, else idle since `idle_since` (the loop's clock)."""
+
+    client: str
+    task: asyncio.Task[None]
+    idle_since: float
+    busy: bool = False
 
 
 class _Refused(Exception):
@@ -148,10 +170,9 @@ class Server:
         self._stop: asyncio.Event | None = None
         self._stopping = False
         self._done = threading.Event()
-        self._open = 0
+        self._connections: dict[asyncio.Task[None], _Connection] = {}
         self._per_client: Counter[str] = Counter()
         self._in_flight = 0
-        self._tasks: set[asyncio.Task[None]] = set()
         self._closers: list[Callable[[], None]] = []
         self._closed = False
 
@@ -213,14 +234,17 @@ class Server:
         if signals and threading.current_thread() is threading.main_thread():
             for number in (signal.SIGTERM, signal.SIGINT):
                 self._loop.add_signal_handler(number, self._stop.set)
-        server = await asyncio.start_server(self._connection, sock=self.socket, limit=READ_CHUNK)
+        server = await asyncio.start_server(
+            self._connection, sock=self.socket, limit=READ_CHUNK, backlog=LISTEN_BACKLOG
+        )
         try:
             await self._stop.wait()
         finally:
             server.close()
-            for task in list(self._tasks):
+            tasks = list(self._connections)
+            for task in tasks:
                 task.cancel()
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     # -- one connection -------------------------------------------------------------------
 
@@ -229,44 +253,71 @@ class Server:
         client = str(peer[0]) if peer else "-"
         task = asyncio.current_task()
         assert task is not None
-        if self._open >= self.limits.max_connections or (
-            self._per_client[client] >= self.limits.per_client
-        ):
+        if not self._make_room(client):
             await self._refuse_at_accept(reader, writer)
             return
-        self._open += 1
+        connection = _Connection(client, task, asyncio.get_running_loop().time())
+        self._connections[task] = connection
         self._per_client[client] += 1
-        self._tasks.add(task)
-        try:
-            buffer = bytearray()
-            first = True
-            while not self._stopping:
-                if not await self._exchange(reader, writer, client, buffer, first=first):
-                    break
-                first = False
-        except _Refused as refused:
-            await self._answer_and_drain(reader, writer, refused)
+        try:  # cancelled (closed for a newer connection, or at shutdown) while in either part
+            try:
+                buffer = bytearray()
+                first = True
+                while not self._stopping:
+                    if not await self._exchange(reader, writer, connection, buffer, first=first):
+                        break
+                    first = False
+            except _Refused as refused:
+                await self._answer_and_drain(reader, writer, refused)
         except (OSError, asyncio.IncompleteReadError, asyncio.CancelledError):
             pass
         finally:
-            self._tasks.discard(task)
-            self._open -= 1
-            self._per_client[client] -= 1
-            if not self._per_client[client]:
-                del self._per_client[client]
+            self._forget(task)
             writer.close()
+
+    def _make_room(self, client: str) -> bool:
+        """Whether a new connection from `client` may open: there is room, or the oldest idle
+        connection in its way (the client's own when its share is full) was closed for it."""
+        if self._per_client[client] >= self.limits.per_client:
+            return self._close_oldest_idle(client)
+        if len(self._connections) >= self.limits.max_connections:
+            return self._close_oldest_idle(None)
+        return True
+
+    def _close_oldest_idle(self, client: str | None) -> bool:
+        idle = [
+            c
+            for c in self._connections.values()
+            if not c.busy and (client is None or c.client == client)
+        ]
+        if not idle:
+            return False
+        oldest = min(idle, key=lambda c: c.idle_since)
+        self._forget(oldest.task)
+        oldest.task.cancel()  # its own `finally` closes the socket
+        return True
+
+    def _forget(self, task: asyncio.Task[None]) -> None:
+        """Take a connection out of the table (once: eviction and its own end both call this)."""
+        connection = self._connections.pop(task, None)
+        if connection is None:
+            return
+        self._per_client[connection.client] -= 1
+        if not self._per_client[connection.client]:
+            del self._per_client[connection.client]
 
     async def _exchange(
         self,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
-        client: str,
+        connection: _Connection,
         buffer: bytearray,
         *,
         first: bool,
     ) -> bool:
         """Read one request, have a worker answer it, write the answer; False: close."""
         loop = asyncio.get_running_loop()
+        client = connection.client
         if not first and not buffer:
             try:
                 async with asyncio.timeout(self.limits.keep_alive_s):
@@ -280,6 +331,19 @@ class Server:
         request = await self._read_request(reader, writer, client, buffer, deadline)
         if request is None:
             return False
+        connection.busy = True
+        try:
+            return await self._answer(writer, connection, request)
+        finally:
+            connection.busy = False
+            connection.idle_since = loop.time()
+
+    async def _answer(
+        self, writer: asyncio.StreamWriter, connection: _Connection, request: Request
+    ) -> bool:
+        """Have a worker answer a whole request and write the answer; False: close."""
+        loop = asyncio.get_running_loop()
+        client = connection.client
         if self._in_flight >= self.limits.workers + self.limits.queue_size:
             busy = self.app.refuse(
                 503,
