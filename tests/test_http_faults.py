@@ -6,8 +6,9 @@ whole module takes seconds. What must hold: idle and slow clients take no worker
 search answer within 1 s meanwhile), more idle sockets than one address may hold — and a client
 that reconnects each one the service closes — never keep a new client out, bad input is a 4xx
 (never a 5xx), a page of another site cannot start indexing, a 20 MB body reads back as 413 with
-an ordinary client, and the service refuses to start with a busy port or a token HTTP cannot
-carry, in one line.
+an ordinary client, every answer carries the headers that keep a browser from framing or
+sniffing it, and the service refuses to start with a busy port or a token HTTP cannot carry, in
+one line.
 """
 
 from __future__ import annotations
@@ -332,6 +333,37 @@ def test_the_services_own_page_may_write(service):
         headers={"Origin": origin},
     )
     assert response.status_code == 200
+
+
+# -- every answer keeps a browser from framing or sniffing it -------------------------------
+
+
+def test_every_answer_carries_the_framing_and_sniffing_headers(service):
+    html = next(p for p in sorted(EXAMPLES.rglob("*.htm*")))
+    document = html.relative_to(EXAMPLES).as_posix()
+    asked = [
+        ("GET", "/v1/health", None, 200),
+        ("GET", "/v1/bases", None, 200),
+        ("POST", "/v1/bases/words/search", {"question": "travel", "mode": "keyword"}, 200),
+        ("GET", "/v1/bases/words/documents/handbook/policies/leave.md", None, 200),
+        ("GET", f"/v1/bases/words/documents/handbook/{document}", None, 200),
+        ("GET", "/v1/bases/words/documents/handbook/nothing.md", None, 404),
+        ("GET", "/", None, 200),
+        ("GET", "/v1/nothing", None, 404),
+        ("PUT", "/v1/health", None, 405),
+        ("POST", "/v1/bases/words/search", {"question": 7}, 400),
+    ]
+    with httpx.Client(timeout=30) as client:
+        for method, path, body, expected in asked:
+            answer = client.request(method, service.url + path, json=body)
+            assert answer.status_code == expected, (path, answer.text[:200])
+            assert answer.headers["X-Frame-Options"] == "DENY", path
+            assert answer.headers["X-Content-Type-Options"] == "nosniff", path
+            if path.endswith(document):
+                assert answer.headers["Content-Security-Policy"].startswith("sandbox")
+    too_large = raw(service.port, search_body(b"x" * 70_000))
+    assert status(too_large) == 413
+    assert b"X-Frame-Options: DENY" in too_large and b"X-Content-Type-Options: nosniff" in too_large
 
 
 # -- a large body is a 413 the client reads -------------------------------------------------

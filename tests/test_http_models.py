@@ -29,6 +29,8 @@ from metis_lite.errors import (
     RerankerUnavailable,
 )
 from metis_lite.models import http as providers
+from metis_lite.models.crossencoder import CrossEncoderReranker
+from metis_lite.models.embedded import EmbeddedEmbedder
 
 ROOT = Path(__file__).resolve().parent.parent
 PROTOCOLS = Path(__file__).resolve().parent / "fixtures" / "protocols"
@@ -40,17 +42,6 @@ TEXTS = ["how many holidays do I get", "25 days of paid vacation", "the office c
 
 def protocol(name: str) -> dict[str, Any]:
     return json.loads((PROTOCOLS / f"{name}.json").read_text(encoding="utf-8"))
-
-
-def optional_model(module: str, attribute: str) -> Any:
-    """A model class another module provides; skip (only) while that module does not exist."""
-    try:
-        imported = __import__(f"metis_lite.models.{module}", fromlist=[attribute])
-    except ModuleNotFoundError as exc:
-        if exc.name == f"metis_lite.models.{module}":
-            pytest.skip(f"metis_lite.models.{module} is not there yet")
-        raise
-    return getattr(imported, attribute)
 
 
 # -- the real model server, as a process ------------------------------------------------------
@@ -164,14 +155,12 @@ class ServerProcess:
 
 @pytest.fixture(scope="module")
 def model_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    optional_model("crossencoder", "CrossEncoderReranker")
     return write_random_cross_encoder(tmp_path_factory.mktemp("cross-encoder") / "tiny-reranker")
 
 
 @pytest.fixture(scope="module")
 def embedded() -> Any:
-    cls = optional_model("embedded", "EmbeddedEmbedder")
-    model = cls()
+    model = EmbeddedEmbedder()
     yield model
     model.close()
 
@@ -185,8 +174,7 @@ def real_server(embedded: Any, model_folder: Path) -> Iterator[ServerProcess]:
 
 @pytest.fixture(scope="module")
 def cross_encoder(model_folder: Path) -> Any:
-    cls = optional_model("crossencoder", "CrossEncoderReranker")
-    model = cls(str(model_folder))
+    model = CrossEncoderReranker(str(model_folder))
     yield model
     model.close()
 
@@ -251,6 +239,83 @@ def test_the_server_process_reports_a_busy_port_and_exits(real_server: ServerPro
     assert done.returncode == 1
     assert "cannot listen" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def cpu_seconds(pid: int) -> float:
+    """The CPU time a process has used so far (user + system, /proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_the_real_server_refuses_a_web_pages_requests(real_server: ServerProcess) -> None:
+    """A page may send requests to 127.0.0.1: another site's Origin, a body a page can send
+    without asking first, a Host a rebound domain sends; each refused in the protocol's shape,
+    and every answer carries the headers that keep a browser from framing or sniffing it."""
+    url = real_server.url
+    port = url.rsplit(":", 1)[1]
+    refused = [
+        ("POST", "/embed", {"Origin": "http://evil.example"}, 403),
+        ("POST", "/v1/embeddings", {"Content-Type": "text/plain"}, 415),
+        ("POST", "/api/embed", {"Content-Type": "application/x-www-form-urlencoded"}, 415),
+        ("POST", "/v1/rerank", {"Host": f"rebound.example:{port}"}, 403),
+        ("GET", "/health", {"Host": f"rebound.example:{port}"}, 403),
+    ]
+    body = json.dumps({"inputs": "x", "input": "x", "query": "q", "documents": ["d"]})
+    with httpx.Client(timeout=60) as client:
+        for method, path, headers, status in refused:
+            sent = {"Content-Type": "application/json", **headers}
+            answer = client.request(method, url + path, content=body, headers=sent)
+            assert answer.status_code == status, (path, headers, answer.text)
+            assert answer.json(), "a JSON refusal"
+            assert answer.headers["X-Frame-Options"] == "DENY"
+            assert answer.headers["X-Content-Type-Options"] == "nosniff"
+        fine = client.post(url + "/embed", json={"inputs": "x"}, headers={"Origin": url})
+        assert fine.status_code == 200 and fine.headers["X-Frame-Options"] == "DENY"
+
+
+def test_a_huge_legal_request_is_refused_at_once_and_the_next_is_answered(
+    real_server: ServerProcess, embedded: Any
+) -> None:
+    """1,024 long texts (within the size and count limits) once held the model for minutes;
+    now what they ask is measured first — their characters, then their tokens as the model
+    reads them — and refused (413) for a fraction of a second of CPU."""
+    long = [f"{n}. " + " ".join(TEXTS) * 20 for n in range(1024)]  # ~1,800 characters each
+    with httpx.Client(timeout=60) as client:
+        for texts, said in ((long, "characters of text"), (long[:64], "more than 8192 tokens")):
+            body = json.dumps({"inputs": texts}).encode()
+            assert len(body) < 2 * 1024 * 1024
+            before = cpu_seconds(real_server.process.pid)
+            refused = client.post(
+                real_server.url + "/embed",
+                content=body,
+                headers={"Content-Type": "application/json"},
+            )
+            spent = cpu_seconds(real_server.process.pid) - before
+            assert refused.status_code == 413, refused.text
+            assert said in refused.json()["error"]
+            assert spent < 5, f"the refusal cost {spent:.1f} s of CPU"
+        answered = client.post(real_server.url + "/embed", json={"inputs": TEXTS})
+    assert answered.status_code == 200
+    np.testing.assert_allclose(answered.json(), embedded.embed(TEXTS), atol=2e-6)
+
+
+def test_a_rerank_past_the_bound_is_halved_by_the_provider(
+    real_server: ServerProcess, cross_encoder: Any
+) -> None:
+    """32 passages of ~512 tokens each (the TEI batch) are past the bound: the server counts
+    the real tokens of each pair and refuses them, the provider sends halves."""
+    passages = [f"{n}. " + " ".join(TEXTS) * 30 for n in range(40)]
+    logits = cross_encoder.score(TEXTS[0], passages)
+    expected = [1 / (1 + math.exp(-value)) for value in logits]
+    with httpx.Client(timeout=60) as client:
+        whole = client.post(
+            real_server.url + "/rerank", json={"query": TEXTS[0], "texts": passages[:32]}
+        )
+    assert whole.status_code == 413 and "tokens" in whole.json()["error"]
+    with providers.TEIReranker(real_server.url, timeout_s=60) as provider:
+        np.testing.assert_allclose(
+            provider.score(TEXTS[0], passages), expected, rtol=1e-5, atol=1e-6
+        )
 
 
 # -- the documented examples -------------------------------------------------------------------

@@ -1,15 +1,49 @@
-"""Providers from a base's spec (metis_lite.models.registry)."""
+"""Providers from a base's spec (metis_lite.models.registry), and the model urls a spec may
+hold: refused when given (the spec check, `index`, `serve`), never a traceback after."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from conftest import EXAMPLES, ROOT
 
-from metis_lite.errors import InvalidRequest
+from metis_lite.base import Base
+from metis_lite.errors import (
+    EmbeddingModelUnavailable,
+    InvalidRequest,
+    RerankerUnavailable,
+)
 from metis_lite.models import http, registry
+from metis_lite.models.embedded import EmbeddedEmbedder
+
+BAD_URLS = [
+    ("http://[::1", "not a url"),
+    ("http://[::1:8080/v1", "not a url"),
+    ("localhost:8080", "must start with http:// or https://"),
+    ("127.0.0.1:8080", "must start with http:// or https://"),
+    ("ftp://models.example/v1", "must start with http:// or https://"),
+    ("file:///models", "must start with http:// or https://"),
+    ("http:/127.0.0.1:8080", "must start with http:// or https://"),
+    ("http://", "names no host"),
+    ("http:///v1", "names no host"),
+    ("http://:8080", "names no host"),
+    ("http://models example:8080", "must not hold spaces"),
+    (" http://h:8080", "must not hold spaces"),
+    ("http://h:8080/v1\n", "must not hold spaces"),
+    ("http://h:99999", "not a url"),
+    ("http://h:port", "not a url"),
+    ("http://user:secret@h:8080", "must not hold a user or password"),
+    ("http://h:8080/v1?key=x", r"must not hold \? or #"),
+    ("", "must be text"),
+]
+"""Urls that are not a model server's, each with what the refusal says."""
 
 
 def test_each_http_embedding_provider_from_its_spec() -> None:
@@ -97,13 +131,128 @@ def test_an_injected_client_is_shared() -> None:
             {"provider": "embedded", "model": "all-MiniLM-L6-v2", "path": "/m"},
             "a model or a path, not both",
         ),
-        ({"provider": "tei", "url": "localhost:8080"}, "must start with http"),
         ("embedded", "must be an object"),
     ],
 )
 def test_bad_embedding_specs_are_refused_clearly(spec: Any, said: str) -> None:
     with pytest.raises(InvalidRequest, match=said):
         registry.embedder_from_spec(spec)
+
+
+@pytest.mark.parametrize(("url", "said"), BAD_URLS)
+def test_a_url_that_is_not_one_is_refused_by_every_check(url: str, said: str) -> None:
+    with pytest.raises(InvalidRequest, match=said):
+        http.check_url(url)
+    with pytest.raises(InvalidRequest, match=said):
+        registry.check_embedding_spec({"provider": "tei", "url": url})
+    with pytest.raises(InvalidRequest, match=said):
+        registry.check_reranker_spec({"provider": "cohere", "url": url, "model": "m"})
+    with pytest.raises(InvalidRequest, match=said):
+        registry.check_urls({"provider": "openai", "url": url, "model": "m"}, None)
+    with pytest.raises(InvalidRequest, match=said):
+        http.TEIEmbedder(url)  # a provider made by hand is refused as it is made
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:8080/v1",
+        "https://api.cohere.com/v1",
+        "http://[::1]:8080",
+        "http://localhost",
+        "http://bücher.example:8080/v1/",
+    ],
+)
+def test_a_model_servers_url_passes_every_check(url: str) -> None:
+    assert http.check_url(url) == url
+    registry.check_embedding_spec({"provider": "tei", "url": url})
+    registry.check_urls({"provider": "tei", "url": url}, {"provider": "tei", "url": url})
+    provider = registry.embedder_from_spec({"provider": "tei", "url": url})
+    try:
+        assert isinstance(provider, http.TEIEmbedder) and provider.url == url.rstrip("/")
+    finally:
+        provider.close()
+
+
+def test_a_spec_that_holds_a_bad_url_makes_a_model_that_does_not_answer() -> None:
+    """What a base made before urls were checked holds: its model is unavailable (the base
+    answers by words and keeps every fact), and the message says how to fix it."""
+    with pytest.raises(EmbeddingModelUnavailable, match=r"not a url.*index --embedding-url"):
+        registry.embedder_from_spec({"provider": "tei", "url": "http://[::1"})
+    with pytest.raises(RerankerUnavailable, match=r"names no host.*index --reranker-url"):
+        registry.reranker_from_spec({"provider": "tei", "url": "http://"})
+
+
+def metis(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-m", "metis_lite", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=120,
+    )
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--embedding", "tei", "--embedding-url", "http://[::1"],
+        ["--embedding", "openai", "--embedding-url", "localhost:8080", "--embedding-model", "m"],
+        ["--reranker", "tei", "--reranker-url", "http://rerank er"],
+    ],
+    ids=["bracket", "no-scheme", "space"],
+)
+def test_index_refuses_a_bad_url_and_leaves_no_base(tmp_path: Path, flags: list[str]) -> None:
+    done = metis("index", "new.db", str(EXAMPLES), *flags, "--json", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert json.loads(done.stdout)["error"]["code"] == "INVALID_REQUEST"
+    assert "Traceback" not in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == [], "no base, no lock, no wal"
+
+
+def test_a_base_that_holds_a_bad_url_answers_and_serve_refuses_it(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    with Base(path, create=True) as base:
+        base.configure(kind="memory")
+        # as a metis-lite that did not check urls wrote it: straight into the spec
+        base.store.set_spec({"embedding": {"provider": "tei", "url": "http://[::1"}})
+    remembered = metis("remember", str(path), "Ana leads the billing team", cwd=tmp_path)
+    assert remembered.returncode == 3, remembered.stderr  # a model that did not answer
+    assert "Traceback" not in remembered.stderr
+    listed = metis("facts", str(path), "--json", cwd=tmp_path)
+    assert json.loads(listed.stdout)["total"] == 1, "the fact is kept"
+    found = metis("search", str(path), "billing", "--json", cwd=tmp_path)
+    assert found.returncode == 0, found.stderr
+    assert json.loads(found.stdout)["results"][0]["text"] == "Ana leads the billing team"
+    served = metis("serve", str(path), "--port", "0", cwd=tmp_path)
+    assert served.returncode == 2 and not served.stdout
+    assert served.stderr.startswith("error: INVALID_REQUEST: base old (")
+    assert "index --embedding-url" in served.stderr and "Traceback" not in served.stderr
+
+
+def test_a_served_base_whose_url_turns_bad_still_takes_facts(tmp_path: Path) -> None:
+    from serving import serve, stop
+
+    path = tmp_path / "team.db"
+    with Base(path, create=True) as base:
+        base.configure(kind="memory", embedding={"provider": "tei", "url": "http://127.0.0.1:9"})
+    service = serve(tmp_path, str(path), "--poll", "0", "--no-access-log")
+    try:
+        with Base(path) as other:  # another process's writer changes the spec meanwhile
+            other.store.set_spec({"embedding": {"provider": "tei", "url": "http://[::1"}})
+        with httpx.Client(timeout=30) as client:
+            fact = client.post(
+                f"{service.url}/v1/bases/team/facts", json={"text": "Ana leads billing"}
+            )
+            assert fact.status_code == 201, fact.text
+            found = client.post(f"{service.url}/v1/bases/team/search", json={"question": "billing"})
+            assert found.status_code == 200, found.text
+            assert found.json()["results"][0]["text"] == "Ana leads billing"
+    finally:
+        stop(service)
+    assert "Traceback" not in service.output()
 
 
 @pytest.mark.parametrize(
@@ -157,12 +306,6 @@ def test_model_labels_are_stable_and_need_no_model() -> None:
 
 
 def test_the_embedded_providers_come_from_their_modules(tmp_path: Path) -> None:
-    try:
-        from metis_lite.models.embedded import EmbeddedEmbedder
-    except ModuleNotFoundError as exc:
-        if exc.name != "metis_lite.models.embedded":
-            raise
-        pytest.skip("metis_lite.models.embedded is not there yet")
     embedder = registry.embedder_from_spec({"provider": "embedded", "path": None})
     try:
         assert isinstance(embedder, EmbeddedEmbedder)

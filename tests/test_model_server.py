@@ -1,5 +1,7 @@
-"""The model server (metis_lite/http/model_routes.py on http/server.py): each protocol's documented request gets an
-answer of the documented shape, and every bad request a JSON error with a fitting status.
+"""The model server (metis_lite/http/model_routes.py on http/server.py): each protocol's
+documented request gets an answer of the documented shape, every bad request a JSON error with a
+fitting status, a web page's request (another Host, another Origin, a body that is not JSON) a
+refusal, and a request that asks for too much work a 413 before the model runs.
 
 The models here are small stand-ins so that these tests need no weights; test_http_models.py
 runs the real server process with the embedded model."""
@@ -20,9 +22,12 @@ from typing import Any
 import numpy as np
 import pytest
 
+from metis_lite.errors import EmbeddingModelUnavailable
 from metis_lite.http import model_routes as model_server
 from metis_lite.http.run import make_model_server as make_server
 from metis_lite.http.run import models_main
+from metis_lite.http.wire import Head, Request
+from metis_lite.models import http as providers
 
 PROTOCOLS = Path(__file__).resolve().parent / "fixtures" / "protocols"
 
@@ -62,6 +67,18 @@ class StubReranker:
         pass
 
 
+class CountingEmbedder(StubEmbedder):
+    """A stand-in that counts its tokens as a model does: one per character, at most 512."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counted = 0
+
+    def token_counts(self, texts: Sequence[str]) -> list[int]:
+        self.counted += len(texts)
+        return [min(len(text), 512) for text in texts]
+
+
 class Broken(StubEmbedder):
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         raise RuntimeError("secret internal detail")
@@ -88,7 +105,8 @@ class Serving:
         connection = http.client.HTTPConnection(self.host, self.port, timeout=10)
         try:
             data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
-            connection.request(method, path, body=data, headers=headers or {})
+            sent = {"Content-Type": "application/json"} if data is not None else {}
+            connection.request(method, path, body=data, headers={**sent, **(headers or {})})
             response = connection.getresponse()
             payload = response.read()
             kind = response.getheader("Content-Type")
@@ -301,10 +319,12 @@ def test_unknown_paths_and_methods(serving: Serving) -> None:
 def test_an_unread_body_never_becomes_the_next_request(serving: Serving) -> None:
     connection = http.client.HTTPConnection(serving.host, serving.port, timeout=10)
     try:
+        json_body = {"Content-Type": "application/json"}
         for path in ("/nothing", "/health", "/embed"):
-            connection.request("POST" if path != "/embed" else "GET", path, body=b'{"inputs": "x"}')
+            method = "POST" if path != "/embed" else "GET"
+            connection.request(method, path, body=b'{"inputs": "x"}', headers=json_body)
             assert connection.getresponse().read()
-        connection.request("POST", "/embed", body=b'{"inputs": "x"}')
+        connection.request("POST", "/embed", body=b'{"inputs": "x"}', headers=json_body)
         response = connection.getresponse()
         assert response.status == 200 and len(json.loads(response.read())) == 1
     finally:
@@ -373,14 +393,134 @@ def test_concurrent_requests_are_each_answered(serving: Serving) -> None:
 def test_main_refuses_a_missing_model_folder(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    try:
-        import metis_lite.models.crossencoder  # noqa: F401
-        import metis_lite.models.embedded  # noqa: F401
-    except ModuleNotFoundError as exc:
-        if not (exc.name or "").startswith("metis_lite.models."):
-            raise
-        pytest.skip("the embedded models are not there yet")
     code = models_main(["--reranker-path", str(tmp_path / "no-such-model"), "--port", "0"])
     err = capsys.readouterr().err
     assert code == 1
     assert "error:" in err and "Traceback" not in err
+
+
+# -- what a web page may send ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "headers", "status"),
+    [
+        ("POST", "/embed", {"Origin": "http://evil.example"}, 403),
+        ("POST", "/v1/embeddings", {"Origin": "null"}, 403),
+        ("POST", "/embed", {"Content-Type": "text/plain"}, 415),
+        ("POST", "/api/embed", {"Content-Type": "application/x-www-form-urlencoded"}, 415),
+        ("POST", "/v1/rerank", {"Content-Type": "multipart/form-data; boundary=x"}, 415),
+        ("POST", "/embed", {"Content-Type": ""}, 415),
+        ("POST", "/embed", {"Host": "evil.example:8089"}, 403),
+        ("GET", "/health", {"Host": "rebound.example"}, 403),
+        ("GET", "/v1/models", {"Host": "192.168.1.20:8089"}, 403),
+    ],
+    ids=["origin", "null-origin", "text", "form", "multipart", "no-type", "host", "get", "ip"],
+)
+def test_a_web_pages_request_is_refused(
+    serving: Serving, method: str, path: str, headers: dict[str, str], status: int
+) -> None:
+    body = {"inputs": "x", "input": "x", "model": "stub-embedder", "query": "q", "documents": ["d"]}
+    stub = serving.server.app.service.embedder  # type: ignore[attr-defined]
+    got, answer, sent = serving.request(
+        method, path, body if method == "POST" else None, headers=headers
+    )
+    assert got == status, answer
+    assert stub.calls == 0, "the model never ran"
+    assert sent["X-Frame-Options"] == "DENY" and sent["X-Content-Type-Options"] == "nosniff"
+
+
+def test_a_loopback_host_and_the_servers_own_origin_are_answered(serving: Serving) -> None:
+    own = f"http://127.0.0.1:{serving.port}"
+    for host in (f"127.0.0.1:{serving.port}", f"localhost:{serving.port}", f"[::1]:{serving.port}"):
+        headers = {"Host": host, "Origin": f"http://{host}"}
+        assert serving.request("POST", "/embed", {"inputs": "x"}, headers=headers)[0] == 200
+    assert serving.request("POST", "/embed", {"inputs": "x"}, headers={"Origin": own})[0] == 200
+    kind = {"Content-Type": "application/json; charset=utf-8"}
+    assert serving.request("POST", "/embed", {"inputs": "x"}, headers=kind)[0] == 200
+
+
+def test_a_server_bound_beyond_loopback_answers_any_host() -> None:
+    """Bound to 0.0.0.0 (with the warning `models serve` prints), clients name the machine."""
+    app = model_server.ModelApp(model_server.ModelService(StubEmbedder()), loopback=False)
+    head = Head("GET", "/health", "HTTP/1.1", (("host", "models.internal:8089"),))
+    assert app.handle(Request(head, b"", "10.0.0.2", has_length=False)).status == 200
+    loopback = model_server.ModelApp(model_server.ModelService(StubEmbedder()))
+    assert loopback.handle(Request(head, b"", "10.0.0.2", has_length=False)).status == 403
+
+
+def test_every_answer_carries_the_headers_that_keep_a_browser_out(serving: Serving) -> None:
+    answers = [
+        serving.request("GET", "/health"),
+        serving.request("POST", "/embed", {"inputs": ["x"]}),
+        serving.request("GET", "/nothing"),
+        serving.request("GET", "/embed"),
+        serving.request("POST", "/embed", {"inputs": []}),
+        serving.request("POST", "/embed", raw=b"", headers={"Transfer-Encoding": "chunked"}),
+    ]
+    for status, _, headers in answers:
+        assert headers["X-Frame-Options"] == "DENY", status
+        assert headers["X-Content-Type-Options"] == "nosniff", status
+    assert [status for status, _, _ in answers] == [200, 200, 404, 405, 422, 411]
+
+
+# -- the work one request may ask --------------------------------------------------------------
+
+
+def test_a_request_past_the_token_bound_is_413_before_the_model_runs() -> None:
+    counting = CountingEmbedder()
+    running = Serving(counting, StubReranker())
+    try:
+        long_text = "x" * 512  # 512 tokens each to CountingEmbedder
+        fits = model_server.MAX_REQUEST_TOKENS // 512
+        status, _, _ = running.request("POST", "/embed", {"inputs": [long_text] * fits})
+        assert status == 200 and counting.calls == 1
+        counting.counted = 0
+        many = model_server.MAX_REQUEST_CHARS // 512  # within the characters, past the tokens
+        status, answer, _ = running.request("POST", "/embed", {"inputs": [long_text] * many})
+        assert status == 413 and answer["error_type"] == "validation"
+        assert f"more than {model_server.MAX_REQUEST_TOKENS} tokens" in answer["error"]
+        assert counting.calls == 1, "the model did not run for it"
+        assert counting.counted == model_server.COUNT_BATCH, "counting stopped once past"
+        counting.counted = 0
+        status, answer, _ = running.request(
+            "POST", "/embed", {"inputs": [long_text] * model_server.MAX_INPUTS}
+        )
+        assert status == 413 and f"than the {model_server.MAX_REQUEST_CHARS}" in answer["error"]
+        assert counting.counted == 0, "refused by its characters before any was tokenized"
+        status, answer, _ = running.request(
+            "POST", "/v1/embeddings", {"input": [long_text] * (fits + 1)}
+        )
+        assert status == 413 and "tokens" in answer["error"]["message"]
+        question = "q" * 2000  # read with each passage: 70 × 2,000 characters
+        documents = {"query": question, "documents": ["d"] * 70}
+        status, answer, _ = running.request("POST", "/v1/rerank", documents)
+        assert status == 413 and "characters" in answer["message"]
+        passages = ["y" * 3000] * 3  # a reranker that cannot count: characters + 2 each
+        status, answer, _ = running.request(
+            "POST", "/v1/rerank", {"query": "q", "documents": passages}
+        )
+        assert status == 413 and "tokens" in answer["message"]
+    finally:
+        running.close()
+
+
+def test_the_http_providers_halve_a_batch_refused_as_too_much() -> None:
+    embedder, reranker = StubEmbedder(), StubReranker()
+    running = Serving(embedder, reranker)
+    url = f"http://127.0.0.1:{running.port}"
+    texts = [f"{n} " + "z" * 3000 for n in range(8)]  # 3,004 tokens each: two per request fit
+    try:
+        with providers.TEIEmbedder(url, batch_size=8) as tei:
+            vectors = tei.embed(texts)
+        np.testing.assert_allclose(vectors, StubEmbedder().embed(texts), rtol=1e-6)
+        assert embedder.calls == 4, "8 → 4 + 4 → 2 + 2 + 2 + 2: four requests reached the model"
+        with providers.CohereReranker(url + "/v1", model="stub-reranker", batch_size=8) as cohere:
+            scores = cohere.score("z", texts)
+        expected = [1 / (1 + math.exp(-v)) for v in StubReranker().score("z", texts)]
+        np.testing.assert_allclose(scores, expected, rtol=1e-6)
+        with providers.OpenAIEmbedder(url + "/v1", model="stub-embedder") as openai:
+            with pytest.raises(EmbeddingModelUnavailable, match="413.*tokens"):
+                openai.embed(["w" * 9000])  # one text past the bound: said, not retried forever
+    finally:
+        running.close()

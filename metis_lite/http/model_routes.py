@@ -16,8 +16,21 @@ for raw_scores, else their sigmoid (as TEI and the Cohere-style servers answer).
 names a model must name the one served here (its name, or the last part of a hub id such as
 "sentence-transformers/all-MiniLM-L6-v2"), so a base never records one model's vectors under
 another's name. Every refusal, the server's own too (408, 411, 413, 503), is JSON in the
-protocol's own shape with a fitting status (400, 404, 405, 411, 413, 422), never a traceback;
-one model call runs at a time per model. The HTTP is server.py's, kept alive between requests.
+protocol's own shape with a fitting status (400, 403, 404, 405, 411, 413, 415, 422), never a
+traceback; one model call runs at a time per model. The HTTP is server.py's, kept alive between
+requests.
+
+A web page must not be able to use it (a page may send requests to 127.0.0.1), so it is held to
+`serve`'s checks: bound to loopback, it answers only a Host that names loopback (a page whose
+own domain resolves to 127.0.0.1 sends that domain: 403); a POST from another site's page (its
+Origin) is 403, and a POST body that is not `application/json` is 415 — the only kinds a page
+can send without the browser asking first. Every answer carries wire.SECURITY_HEADERS.
+
+One request may hand the tokenizer at most MAX_REQUEST_CHARS characters and ask for at most
+MAX_REQUEST_TOKENS tokens of work: the texts' tokens as the model reads them (after its
+truncation; a rerank counts each question-and-passage pair), counted before the model runs and
+answered 413 past it, so that no request, however legal its shape, holds a model for long. The
+HTTP providers (models/http.py) halve a batch that is refused so.
 """
 
 from __future__ import annotations
@@ -36,19 +49,47 @@ from typing import Any
 
 import numpy as np
 
+from metis_lite.access import host_is_loopback_name
 from metis_lite.errors import MetisError, ModelAnswerInvalid
 from metis_lite.http.server import Limits
-from metis_lite.http.wire import Head, HttpError, Request, Response
+from metis_lite.http.wire import (
+    SECURITY_HEADERS,
+    Head,
+    HttpError,
+    Request,
+    Response,
+    check_json_body,
+    check_same_origin,
+)
 from metis_lite.models.base import Embedder, Reranker
 
-MAX_REQUEST_BYTES = 8 * 1024 * 1024
-"""A request body larger than this is refused with 413 before it is read."""
+MAX_REQUEST_BYTES = 2 * 1024 * 1024
+"""A request body larger than this is refused with 413 before it is read: TEI's own default
+limit (2 MB; MAX_REQUEST_CHARS bounds what of it is read as text)."""
 
 MAX_INPUTS = 1024
 """Texts (or rerank documents) per request; more is refused with 413."""
 
+MAX_REQUEST_TOKENS = 8192
+"""Tokens of work one embed or rerank request may ask for (after truncation), else 413. The
+embedded multilingual-e5-small takes 4.4 s of CPU for 8,192 tokens (16 texts of 512, measured
+on the 2-core development machine), so no request costs more; the indexer's batch, 32 chunks of
+1,200 characters (~300 tokens each), goes as two requests. Without the bound one legal request
+of 1,024 long texts (524,288 tokens) held the model for six minutes."""
+
+MAX_REQUEST_CHARS = 128 * 1024
+"""Characters of text one request may hand the tokenizer (a rerank: each pair's question and
+passage), else 413 before any is read. Tokenizing costs up to ~3 µs a character (one long
+word, or CJK), and each text is tokenized twice (counted, then embedded): at most ~0.8 s of CPU.
+It holds what the model reads many times over (16 texts of 512 tokens are ~32,000 characters of
+English), and one chunk of the largest chunk size a base takes (100,000 characters)."""
+
+COUNT_BATCH = 32
+"""Texts tokenized at a time while counting, so that a request far past the bound is refused
+after its first few texts, not after all of them."""
+
 READ_TIMEOUT_S = 30.0
-"""A request must arrive whole within this long (a batch of 1,024 long texts is megabytes)."""
+"""A request must arrive whole within this long (2 MB from a slow client)."""
 
 MODEL_WORKERS = 8
 """Requests handled at once; each model still runs one call at a time (its lock)."""
@@ -101,6 +142,7 @@ class ModelService:
         self._rerank_lock = threading.Lock()
 
     def embed(self, texts: list[str]) -> np.ndarray:
+        _check_work(texts, getattr(self.embedder, "token_counts", None), sum(map(len, texts)))
         with self._embed_lock:
             vectors = np.asarray(self.embedder.embed(texts), dtype=np.float32)
         if vectors.shape[:1] != (len(texts),) or not np.all(np.isfinite(vectors)):
@@ -111,6 +153,9 @@ class ModelService:
     def score(self, query: str, passages: list[str]) -> list[float]:
         if self.reranker is None:
             raise HttpError(404, "no reranker is served here (start it with --reranker-path)")
+        counts = getattr(self.reranker, "token_counts", None)
+        chars = len(query) * len(passages) + sum(map(len, passages))
+        _check_work(passages, None if counts is None else lambda part: counts(query, part), chars)
         with self._rerank_lock:
             scores = [float(value) for value in self.reranker.score(query, passages)]
         if len(scores) != len(passages) or not all(math.isfinite(value) for value in scores):
@@ -306,6 +351,36 @@ def _documents(body: dict[str, Any]) -> list[str]:
     return texts
 
 
+def _check_work(
+    texts: Sequence[str], token_counts: Callable[[Sequence[str]], list[int]] | None, chars: int
+) -> None:
+    """413 when the request holds more than MAX_REQUEST_CHARS characters to tokenize, or when
+    the texts' tokens, as the model reads them, add up past MAX_REQUEST_TOKENS: counted
+    COUNT_BATCH texts at a time, stopping as soon as the sum is past. A model that cannot count
+    is charged each text's characters and two (a token covers a character at least; the two are
+    the model's own markers)."""
+    if chars > MAX_REQUEST_CHARS:
+        raise HttpError(
+            413,
+            f"this request holds {chars} characters of text to read, more than the"
+            f" {MAX_REQUEST_CHARS} one request may (the model reads only a text's first tokens):"
+            " send fewer or shorter texts per request",
+        )
+    total = 0
+    for start in range(0, len(texts), COUNT_BATCH):
+        part = texts[start : start + COUNT_BATCH]
+        counts = token_counts(part) if token_counts else [len(text) + 2 for text in part]
+        total += sum(counts)
+        if total > MAX_REQUEST_TOKENS:
+            read = start + len(part)
+            raise HttpError(
+                413,
+                f"this request asks for more than {MAX_REQUEST_TOKENS} tokens of work (its first"
+                f" {read} of {len(texts)} texts hold {total} as the model reads them): send fewer"
+                " or shorter texts per request",
+            )
+
+
 def _same_model(requested: str, served: str) -> bool:
     """'all-MiniLM-L6-v2' is served for 'sentence-transformers/all-MiniLM-L6-v2' too."""
 
@@ -335,14 +410,21 @@ def _encoded(row: np.ndarray, encoding: str) -> Any:
 
 
 class ModelApp:
-    """The routes over a ModelService (set later by `models serve`, which binds the port first)."""
+    """The routes over a ModelService (set later by `models serve`, which binds the port first).
 
-    def __init__(self, service: ModelService | None) -> None:
+    `loopback`: the server listens on loopback only, so a request must name it by a loopback
+    Host (what a page that rebinds its own domain to 127.0.0.1 cannot send)."""
+
+    def __init__(self, service: ModelService | None, *, loopback: bool = True) -> None:
         self.service = service
+        self.loopback = loopback
 
     def handle(self, request: Request) -> Response:
         path = request.path.rstrip("/") or "/"
         route = ROUTES.get(path)
+        shape = route.error if route is not None else _metis_error
+        if self.loopback and not host_is_loopback_name(request.header("host")):
+            return _json(403, shape(403, "this server answers only requests to a loopback name"))
         if route is None:
             return _json(404, _metis_error(404, f"no such endpoint: {path}"))
         if request.method not in ("GET", "POST"):
@@ -351,6 +433,9 @@ class ModelApp:
             shaped = route.error(405, f"{path} takes {route.method}")
             return _json(405, shaped, (("Allow", route.method),))
         try:
+            if request.method == "POST":
+                check_same_origin(request)
+                check_json_body(request)
             body = _body(request) if request.method == "POST" else {}
             assert self.service is not None, "the models are loaded before serving"
             answer = route.answer(self.service, body)
@@ -370,8 +455,13 @@ class ModelApp:
 
 
 def _json(status: int, answer: Any, headers: tuple[tuple[str, str], ...] = ()) -> Response:
-    data = json.dumps(answer, ensure_ascii=False, allow_nan=False).encode("utf-8")
-    return Response(status, data, (("Content-Type", "application/json"), *headers))
+    try:
+        data = json.dumps(answer, ensure_ascii=False, allow_nan=False).encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate sent back (return_text): escape it instead
+        data = json.dumps(answer, allow_nan=False).encode("utf-8")
+    return Response(
+        status, data, (("Content-Type", "application/json"), *SECURITY_HEADERS, *headers)
+    )
 
 
 def _body(request: Request) -> dict[str, Any]:

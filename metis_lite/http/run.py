@@ -83,6 +83,7 @@ def make_server(
     limits = Limits(workers=workers, queue_size=queue_size, request_timeout_s=request_timeout_s)
     bases = open_bases(paths)
     try:
+        _check_model_urls(bases)
         service = Service(bases, poll_s=poll_s, log=log)
     except BaseException:
         for base in bases.values():
@@ -103,6 +104,19 @@ def make_server(
     server.on_close(service.close)
     service.start()
     return server
+
+
+def _check_model_urls(bases: Mapping[str, Any]) -> None:
+    """Refuse (INVALID_REQUEST) a base whose model url is not one, said with the base: a base
+    made before urls were checked would otherwise answer every write with a model error."""
+    from metis_lite.models import registry
+
+    for name, base in bases.items():
+        spec = base.spec
+        try:
+            registry.check_urls(spec.embedding, spec.reranker)
+        except InvalidRequest as exc:
+            raise InvalidRequest(f"base {name} ({base.path}): {exc.message}") from None
 
 
 def _mcp_http(bases: Mapping[str, Any]) -> Any:
@@ -246,9 +260,10 @@ def make_model_server(
     verbose: bool = False,
 ) -> Server:
     """A bound, not yet serving, model server (port 0 picks a free port: see `.url`)."""
+    from metis_lite.access import is_loopback
     from metis_lite.http.model_routes import LIMITS, ModelApp, ModelService
 
-    app = ModelApp(ModelService(embedder, reranker))
+    app = ModelApp(ModelService(embedder, reranker), loopback=is_loopback(host))
     return Server(app, (host, port), limits=LIMITS, access_log=verbose)
 
 
@@ -289,10 +304,11 @@ def run_models_from_args(args: argparse.Namespace) -> int:
     """Bind first (a busy port is said at once), then load the models, then serve."""
 
     def start() -> Server:
+        from metis_lite.access import is_loopback
         from metis_lite.http.model_routes import LIMITS, ModelApp, ModelService
         from metis_lite.models import registry
 
-        app = ModelApp(None)
+        app = ModelApp(None, loopback=is_loopback(args.host))
         server = Server(
             app, (args.host, args.port), limits=LIMITS, access_log=getattr(args, "verbose", False)
         )

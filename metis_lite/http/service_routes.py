@@ -43,10 +43,13 @@ from metis_lite.http.messages import (
 from metis_lite.http.static import HTML_CSP, StaticFolder
 from metis_lite.http.wire import (
     JSON_TYPE,
+    SECURITY_HEADERS,
     Head,
     HttpError,
     Request,
     Response,
+    check_json_body,
+    check_same_origin,
     encode_json,
     error_body,
     segment,
@@ -67,11 +70,6 @@ JSON_CSP = "default-src 'none'; frame-ancestors 'none'"
 DOCUMENT_CSP = "sandbox; default-src 'none'; img-src 'self' data:; style-src 'unsafe-inline'"
 """A document's HTML is shown as a page of no origin: no script, no form, no request home."""
 
-SECURITY_HEADERS = (
-    ("X-Content-Type-Options", "nosniff"),
-    ("Referrer-Policy", "no-referrer"),
-    ("X-Frame-Options", "DENY"),
-)
 
 McpFactory = Callable[[Mapping[str, Any]], Any]
 """Makes the MCP transport over the served bases (mcp_server.McpHttp, handed in by http/run.py,
@@ -178,8 +176,8 @@ class ServiceApp:
                 continue
             grant = self._grant(request) if route.token else OPEN
             if request.method in WRITES:
-                _same_origin(request)
-                _json_only(request)
+                check_same_origin(request)
+                check_json_body(request)
             return route.answer(request, grant, *(segment(part) for part in match.groups()))
         if allowed:
             raise HttpError(
@@ -264,8 +262,7 @@ class ServiceApp:
         headers: tuple[tuple[str, str], ...] = (
             ("Content-Type", found.media_type),
             ("Cache-Control", "no-cache"),
-            ("X-Content-Type-Options", "nosniff"),
-            ("Referrer-Policy", "no-referrer"),
+            *SECURITY_HEADERS,
         )
         if found.media_type.startswith("text/html"):
             headers += (("Content-Security-Policy", DOCUMENT_CSP),)
@@ -326,21 +323,3 @@ def _json_headers(extra: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], 
         *SECURITY_HEADERS,
         *extra,
     )
-
-
-def _same_origin(request: Request) -> None:
-    """A write sent by a page of another site is refused: its Origin names that site."""
-    origin = request.header("origin")
-    if origin is None:
-        return
-    host = request.header("host") or ""
-    if origin.lower() not in (f"http://{host}".lower(), f"https://{host}".lower()):
-        raise Forbidden("a request from another site's page is refused")
-
-
-def _json_only(request: Request) -> None:
-    """A write's body, when it has one or says its type, must be JSON: a form or text body is
-    what another site's page can send without the browser asking (CORS) first."""
-    content_type = (request.header("content-type") or "").split(";")[0].strip().lower()
-    if (content_type or request.body) and content_type != "application/json":
-        raise HttpError(415, "send the body as Content-Type: application/json")

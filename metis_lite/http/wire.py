@@ -2,7 +2,9 @@
 
 Nothing here reads a socket or knows a route. `parse_head` turns the bytes of a request line
 and its headers into a `Head`, or raises `HttpError` with the status the spec of HTTP gives
-each fault (400, 414, 431, 505); every number it checks is named once below.
+each fault (400, 414, 431, 505); every number it checks is named once below. Both servers'
+apps (`serve`, `models serve`) also share here what keeps a web page from using them: the
+Origin and content-type checks of a write, and the headers every answer carries.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
 
-from metis_lite.errors import InvalidRequest, MetisError
+from metis_lite.errors import Forbidden, InvalidRequest, MetisError
 
 MAX_REQUEST_LINE = 8 * 1024
 """Bytes of `METHOD /path HTTP/1.1`; longer is answered 414."""
@@ -47,6 +49,14 @@ STATUS_CODES = {
     505: "HTTP_VERSION_NOT_SUPPORTED",
 }
 """The public code of each status the HTTP layer answers by itself."""
+
+SECURITY_HEADERS = (
+    ("X-Content-Type-Options", "nosniff"),
+    ("Referrer-Policy", "no-referrer"),
+    ("X-Frame-Options", "DENY"),
+)
+"""On every answer of both servers: a browser never guesses another type for it, never shows
+it inside another site's page, and sends no Referer from it."""
 
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 """RFC 9110's `token`: a method or a header name."""
@@ -189,6 +199,25 @@ def parse_head(data: bytes) -> Head:
     if len(headers) > MAX_HEADERS:
         raise HttpError(431, f"more than {MAX_HEADERS} header lines")
     return Head(method, target, version, tuple(headers))
+
+
+def check_same_origin(request: Request) -> None:
+    """A request sent by a page of another site is refused (FORBIDDEN): its Origin names that
+    site. Clients that are not browsers send no Origin."""
+    origin = request.header("origin")
+    if origin is None:
+        return
+    host = request.header("host") or ""
+    if origin.lower() not in (f"http://{host}".lower(), f"https://{host}".lower()):
+        raise Forbidden("a request from another site's page is refused")
+
+
+def check_json_body(request: Request) -> None:
+    """A write's body, when it has one or says its type, must be JSON (else 415): a form or a
+    text body is what another site's page can send without the browser asking (CORS) first."""
+    content_type = (request.header("content-type") or "").split(";")[0].strip().lower()
+    if (content_type or request.body) and content_type != "application/json":
+        raise HttpError(415, "send the body as Content-Type: application/json")
 
 
 def segment(part: str) -> str:

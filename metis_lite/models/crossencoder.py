@@ -66,6 +66,12 @@ class CrossEncoderReranker:
         logits = self._runner.run([(e.ids, e.type_ids) for e in encodings], self._logits)
         return [float(value) for value in logits[:, -1]]
 
+    def token_counts(self, question: str, passages: Sequence[str]) -> list[int]:
+        """How many tokens the model reads of each (question, passage) pair, truncated as
+        `score` reads it: what a request costs (the model server bounds it)."""
+        pairs = [(question, passage) for passage in passages]
+        return [len(encoding.ids) for encoding in self._tokenizer.encode_batch(pairs)]
+
     def close(self) -> None:
         self._runner.close()
 

@@ -11,6 +11,12 @@ Five protocols, each as its documentation shows it (copies in tests/fixtures/pro
 For OpenAI and Cohere/Jina `url` is the API base that ends in /v1 (as their clients take it);
 for TEI and Ollama it is the server's root.
 
+A url is checked when a provider is made (`check_url`: http or https, a host, a port that is a
+number, no space, no user or password, no query): a url that is not one is InvalidRequest then,
+never a traceback on the first call. A server that refuses a batch as too much (413: too many
+texts or tokens for one request, as TEI and `metis-lite models serve` answer) gets it again as
+two halves, down to one text.
+
 Failures fall in two kinds, as `base.py` says. No usable answer — a timeout, a refused, dropped
 or reset connection, any status other than 2xx (429 and 5xx most often; also 401 for a wrong key
 and 404 for a wrong url), a key whose environment variable is not set — raises
@@ -34,6 +40,7 @@ import os
 import re
 import threading
 import time
+import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Self
@@ -65,6 +72,9 @@ MAX_ANSWER_BYTES = 64 * 1024 * 1024
 ERROR_SNIPPET_CHARS = 200
 """How much of a refusing server's error text a message quotes."""
 
+URL_SHOWN_CHARS = 200
+"""How much of a refused url a message quotes."""
+
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -75,6 +85,46 @@ class _Exchange:
     answer: Any = None
     error: Exception | None = None
     abandoned: bool = False
+
+
+class _TooMuch(Exception):
+    """A 413: the server takes fewer or shorter texts per request (the batch is halved)."""
+
+    def __init__(self, refusal: ModelUnavailable) -> None:
+        super().__init__(refusal.message)
+        self.refusal = refusal
+
+
+def check_url(url: object, *, what: str = "model url") -> str:
+    """The url of a model server as httpx will read it, else InvalidRequest saying what is wrong:
+    http or https, a host, a port that is a number, no space or control character, no user or
+    password (a key goes in api_key_env), no query or fragment (paths are added to it)."""
+    if not isinstance(url, str) or not url:
+        raise InvalidRequest(f"{what} must be text, not {url!r}")
+    shown = repr(url[:URL_SHOWN_CHARS])
+    if any(c.isspace() or c < " " or c == "\x7f" for c in url):
+        raise InvalidRequest(f"{what} {shown} must not hold spaces or control characters")
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 - a port that is not a number, or out of range, raises here
+    except ValueError as exc:
+        raise InvalidRequest(f"{what} {shown} is not a url ({exc})") from None
+    if parts.scheme not in ("http", "https") or not url.lower().startswith(parts.scheme + "://"):
+        raise InvalidRequest(f"{what} must start with http:// or https://, not {shown}")
+    if not parts.hostname:
+        raise InvalidRequest(f"{what} {shown} names no host")
+    if parts.username is not None or parts.password is not None:
+        raise InvalidRequest(
+            f"{what} must not hold a user or password: put the key in an environment variable"
+            " and name it in api_key_env"
+        )
+    if parts.query or parts.fragment or "?" in url or "#" in url:
+        raise InvalidRequest(f"{what} {shown} must not hold ? or #: it is the API's base url")
+    try:
+        httpx.URL(url)
+    except (httpx.InvalidURL, ValueError) as exc:
+        raise InvalidRequest(f"{what} {shown} is not a url ({exc})") from None
+    return url
 
 
 class _HttpProvider:
@@ -94,8 +144,7 @@ class _HttpProvider:
         batch_size: int | None = None,
         client: httpx.Client | None = None,
     ) -> None:
-        if not isinstance(url, str) or not re.match(r"^https?://[^/\s]+", url):
-            raise InvalidRequest(f"model url must start with http:// or https://, not {url!r}")
+        check_url(url)
         if not (isinstance(timeout_s, int | float) and math.isfinite(timeout_s) and timeout_s > 0):
             raise InvalidRequest(
                 f"timeout_s must be a positive number of seconds, not {timeout_s!r}"
@@ -167,6 +216,8 @@ class _HttpProvider:
                 "POST", target, json=body, headers=headers, timeout=timeout
             ) as response:
                 raw = self._read(response, target, deadline, out)
+                if response.status_code == 413:
+                    raise _TooMuch(self.unavailable(_refusal(target, response, raw)))
                 if not 200 <= response.status_code < 300:
                     raise self.unavailable(_refusal(target, response, raw))
             out.answer = _decode(raw, target)
@@ -221,14 +272,26 @@ class _HttpEmbedder(_HttpProvider):
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.dimension or 0), dtype=np.float32)
-        blocks = []
-        for start in range(0, len(texts), self.batch_size):
-            batch = texts[start : start + self.batch_size]
-            deadline = time.monotonic() + self.timeout_s
-            answer = self._post(self.path, self._request(batch), deadline)
-            rows = self._rows(answer, len(batch), self.url + self.path)
-            blocks.append(self._check(rows, len(batch), self.url + self.path))
+        blocks = [
+            self._embed_batch(texts[start : start + self.batch_size])
+            for start in range(0, len(texts), self.batch_size)
+        ]
         return np.concatenate(blocks) if len(blocks) > 1 else blocks[0]
+
+    def _embed_batch(self, batch: list[str]) -> np.ndarray:
+        """One request with its own deadline; refused as too much (413), two halves."""
+        target = self.url + self.path
+        try:
+            answer = self._post(self.path, self._request(batch), time.monotonic() + self.timeout_s)
+        except _TooMuch as refused:
+            if len(batch) == 1:
+                raise refused.refusal from None
+            half = len(batch) // 2
+            return np.concatenate(
+                [self._embed_batch(batch[:half]), self._embed_batch(batch[half:])]
+            )
+        rows = self._rows(answer, len(batch), target)
+        return self._check(rows, len(batch), target)
 
     def _request(self, batch: list[str]) -> dict[str, Any]:
         raise NotImplementedError
@@ -324,16 +387,27 @@ class _HttpReranker(_HttpProvider):
         """One score per passage, in the passages' order; all batches within one timeout_s."""
         passages = list(passages)
         deadline = time.monotonic() + self.timeout_s
-        target = self.url + self.path
         scores: list[float] = []
         for start in range(0, len(passages), self.batch_size):
             batch = passages[start : start + self.batch_size]
-            answer = self._post(self.path, self._request(question, batch), deadline)
-            pairs = [self._pair(entry, target) for entry in self._results(answer, target)]
-            order = _indexes([index for index, _ in pairs], len(batch), target, "scores")
-            by_index = dict(zip(order, (value for _, value in pairs), strict=True))
-            scores.extend(by_index[i] for i in range(len(batch)))
+            scores.extend(self._score_batch(question, batch, deadline))
         return scores
+
+    def _score_batch(self, question: str, batch: list[str], deadline: float) -> list[float]:
+        """One request; refused as too much (413), two halves, within the same deadline."""
+        target = self.url + self.path
+        try:
+            answer = self._post(self.path, self._request(question, batch), deadline)
+        except _TooMuch as refused:
+            if len(batch) == 1:
+                raise refused.refusal from None
+            half = len(batch) // 2
+            first = self._score_batch(question, batch[:half], deadline)
+            return first + self._score_batch(question, batch[half:], deadline)
+        pairs = [self._pair(entry, target) for entry in self._results(answer, target)]
+        order = _indexes([index for index, _ in pairs], len(batch), target, "scores")
+        by_index = dict(zip(order, (value for _, value in pairs), strict=True))
+        return [by_index[i] for i in range(len(batch))]
 
     def _request(self, question: str, batch: list[str]) -> dict[str, Any]:
         raise NotImplementedError

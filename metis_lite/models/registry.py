@@ -22,7 +22,12 @@ HTTP providers also take `timeout_s` (default 10), `batch_size`, `api_key_env` (
 variable that holds the key: a base file travels, so it never holds a key itself); embedders
 also `dimension` (checked against every answer). Every embedding spec may carry `query_prefix`
 and `document_prefix` (see `prefixes.py`). A missing `provider` means "embedded". An unknown
-provider, a missing or mistyped field, or an unknown key raises `InvalidRequest`.
+provider, a missing or mistyped field, an unknown key, or a url that is not one (`http.check_url`:
+`http://[::1`, no scheme, another scheme, no host, spaces) raises `InvalidRequest` — so `index`
+refuses it when it is given, before a base is made, and `serve` refuses a base that holds one.
+Building a provider from a spec whose url is not one (a base made before urls were checked)
+raises the model's Unavailable error instead: the base answers by words, keeps every document
+and fact, and says which url to fix.
 
 Names recorded on vectors (`model_label`, without loading or contacting anything): the
 embedded model's name (all-MiniLM-L6-v2 when the spec names none); multilingual-e5-small for an
@@ -41,7 +46,12 @@ from pathlib import Path
 from typing import Any
 
 from metis_lite import settings
-from metis_lite.errors import InvalidRequest
+from metis_lite.errors import (
+    EmbeddingModelUnavailable,
+    InvalidRequest,
+    ModelUnavailable,
+    RerankerUnavailable,
+)
 from metis_lite.models import http
 from metis_lite.models.base import Embedder, Reranker
 
@@ -83,6 +93,7 @@ def embedder_from_spec(spec: Mapping[str, Any], *, client: Any = None) -> Embedd
         model = options.get("model") or (None if path else settings.MINILM_MODEL)
         return EmbeddedEmbedder(path=path, model=model)
     cls, _ = _EMBEDDERS[provider]
+    _usable_url(options["url"], "embedding", EmbeddingModelUnavailable)
     return cls(client=client, **_http_options(options, ("dimension",)))
 
 
@@ -96,6 +107,7 @@ def reranker_from_spec(spec: Mapping[str, Any] | None, *, client: Any = None) ->
 
         return CrossEncoderReranker(options["path"])
     cls, _ = _RERANKERS[provider]
+    _usable_url(options["url"], "reranker", RerankerUnavailable)
     return cls(client=client, **_http_options(options, ()))
 
 
@@ -126,14 +138,38 @@ def model_label(spec: Mapping[str, Any]) -> str:
 
 
 def check_embedding_spec(spec: Mapping[str, Any]) -> None:
-    """Raise InvalidRequest unless `embedder_from_spec` can build this spec (nothing is loaded)."""
-    _checked(spec, "embedding", EMBEDDING_PROVIDERS)
+    """Raise InvalidRequest unless `embedder_from_spec` can build this spec (nothing is loaded
+    or contacted), its url included."""
+    _checked(spec, "embedding", EMBEDDING_PROVIDERS, urls=True)
 
 
 def check_reranker_spec(spec: Mapping[str, Any] | None) -> None:
     """Raise InvalidRequest unless `reranker_from_spec` can build this spec (None is fine)."""
     if spec is not None:
-        _checked(spec, "reranker", RERANK_PROVIDERS)
+        _checked(spec, "reranker", RERANK_PROVIDERS, urls=True)
+
+
+def check_urls(embedding: Mapping[str, Any], reranker: Mapping[str, Any] | None) -> None:
+    """Raise InvalidRequest when a base's model spec holds a url that is not one (what `serve`
+    checks of each base it opens; other keys are left to the base, as older bases wrote them)."""
+    for what, spec in (("embedding", embedding), ("reranker", reranker)):
+        url = spec.get("url") if isinstance(spec, Mapping) else None
+        if isinstance(url, str):
+            try:
+                http.check_url(url, what=f"the {what} url")
+            except InvalidRequest as exc:
+                message = f"{exc.message}; give it another with index --{what}-url URL"
+                raise InvalidRequest(message) from None
+
+
+def _usable_url(url: str, what: str, unavailable: type[ModelUnavailable]) -> None:
+    """A url that is not one is a model that cannot be reached (see the module)."""
+    try:
+        http.check_url(url, what=f"the {what} url")
+    except InvalidRequest as exc:
+        raise unavailable(
+            f"{exc.message}; give the base another with index --{what}-url URL"
+        ) from None
 
 
 def _folder_label(path: str) -> str:
@@ -142,8 +178,11 @@ def _folder_label(path: str) -> str:
     return Path(path).expanduser().resolve().name or path
 
 
-def _checked(spec: Any, what: str, providers: tuple[str, ...]) -> tuple[str, dict[str, Any]]:
-    """(provider, options) from a spec, each key known and of its type, else InvalidRequest."""
+def _checked(
+    spec: Any, what: str, providers: tuple[str, ...], *, urls: bool = False
+) -> tuple[str, dict[str, Any]]:
+    """(provider, options) from a spec, each key known and of its type (with `urls`, its url a
+    url too), else InvalidRequest."""
     if not isinstance(spec, Mapping):
         raise InvalidRequest(f"{what} spec must be an object, not {type(spec).__name__}")
     provider = spec.get("provider", "embedded")
@@ -172,6 +211,8 @@ def _checked(spec: Any, what: str, providers: tuple[str, ...]) -> tuple[str, dic
         raise InvalidRequest(
             f"the {what} spec for provider {provider!r} needs {', '.join(missing)}"
         )
+    if urls and provider != "embedded":
+        http.check_url(spec["url"], what=f"the {what} url")
     return provider, {key: value for key, value in spec.items() if key != "provider"}
 
 
