@@ -13,6 +13,28 @@ read, are JSON-RPC errors (-32602 for the request's fault, -32603 for the server
 code at the start of the message and the error object as data. A model that does not answer
 does not fail a search: the base's own deadline (MODEL_DEADLINE_S) turns it into the spec's
 warnings. Nothing here logs a question or a fact.
+
+On stdio the SDK's own transport read a line whole however long it was, and left a message it
+could not read unanswered: one 50 MB line took the process to 21.6 GB, and a 5,000-digit id got
+no reply at all, so its client waited forever. `serve_stdio` runs the SDK's server on a
+transport of its own (`stdio`, below) that:
+
+- reads stdin READ_BYTES at a time and holds at most MAX_MESSAGE_BYTES of one line, the cap of
+  a request to /mcp: a longer line is answered as soon as it is seen, and the rest of it is
+  read and dropped up to its newline;
+- answers each message it cannot hand on with a JSON-RPC error (jsonrpc.py reads each line):
+  not JSON (-32700), not one JSON-RPC message, a request whose id is not a string or an integer
+  (-32600), an integer beyond 64 bits or a number that is not finite (-32600 in the id, else
+  -32602). The error carries the request's id when it can be read, else null, with the code
+  first in its message and the error object as data, as above. What the SDK then refuses (an
+  unknown method, wrong params) it answers itself;
+- reads nothing more while MAX_PENDING requests wait for their answers, so that a flood holds
+  at most MAX_PENDING messages;
+- writes every answer, one the SDK cannot write as UTF-8 (a lone surrogate quoted back) with
+  escapes; at the end of stdin it waits up to EOF_WAIT_S for the answers still owed.
+
+While it serves, fd 0 reads /dev/null and fd 1 writes to stderr (as the SDK's transport does),
+so that stray output of any library never lands in the protocol.
 """
 
 from __future__ import annotations
@@ -20,24 +42,30 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
+import os
+import sys
 import threading
-from collections.abc import Mapping, MutableMapping, Sequence
+from collections import Counter
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import anyio
 import anyio.to_thread
 import mcp_types as types
 from mcp.server.lowlevel import Server
-from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
+from pydantic import ValidationError
 
 from metis_lite import __version__, agents, passages
 from metis_lite.agents import Agent, Scope
 from metis_lite.base import Base
 from metis_lite.errors import InvalidRequest, MetisError
-from metis_lite.settings import MODEL_DEADLINE_S
+from metis_lite.jsonrpc import INVALID_REQUEST, LineFramer, Refusal, read_message, request_id
+from metis_lite.settings import MODEL_DEADLINE_S, REQUEST_BODY_MAX_BYTES
 
 INSTRUCTIONS = (
     "Searches the user's document bases and memories. Call list_bases, then search; each "
@@ -162,13 +190,14 @@ def _protocol_error(exc: MetisError) -> MCPError:
 
 
 def serve_stdio(bases: Mapping[str, Base]) -> None:
-    """Answer MCP on stdin and stdout until the client closes stdin."""
+    """Answer MCP on stdin and stdout until the client closes stdin (every message bounded,
+    every malformed one answered: see the module)."""
     agent = Agent(bases)
     server = build_server(agent, scoped=False)
 
     async def run() -> None:
-        async with stdio_server() as (read, write):
-            await server.run(read, write, server.create_initialization_options())
+        with claimed_stdio() as (stdin, stdout):
+            await stdio(server, stdin=stdin, stdout=stdout)
 
     try:
         anyio.run(run)
@@ -298,3 +327,172 @@ def _json(
 ) -> tuple[int, list[tuple[str, str]], bytes]:
     body = json.dumps(value).encode()
     return status, [("content-type", "application/json"), *headers], body
+
+
+# -- stdio, bounded -------------------------------------------------------------------------
+
+MAX_MESSAGE_BYTES = REQUEST_BODY_MAX_BYTES
+"""The longest line read as a message: the same cap as a request's body at /mcp."""
+
+READ_BYTES = 64 * 1024
+"""Bytes read from stdin at a time."""
+
+MAX_PENDING = 32
+"""Requests handed on and not yet answered; past it stdin waits (the SDK's own bound on what
+it runs at once is its thread pool, 40)."""
+
+EOF_WAIT_S = 4 * MODEL_DEADLINE_S
+"""At the end of stdin, how long the answers still owed are waited for (as McpHttp's ANSWER_S:
+a search waits at most one deadline for each of its models)."""
+
+
+def validated(value: dict[str, Any]) -> types.JSONRPCMessage | Refusal:
+    """The SDK's message, or a Refusal saying what of the envelope is wrong."""
+    try:
+        return types.jsonrpc_message_adapter.validate_python(value, by_name=False)
+    except ValidationError as exc:
+        shape = _shape(value)
+        errors = [e for e in exc.errors() if e["loc"][:1] == (shape,)] or exc.errors()
+        where = ".".join(str(part) for part in errors[0]["loc"][1:]) or "the message"
+        said = f"not a JSON-RPC 2.0 message: {where}: {errors[0]['msg']}"
+        return Refusal(request_id(value), INVALID_REQUEST, "INVALID_REQUEST", said)
+
+
+def _shape(value: dict[str, Any]) -> str:
+    """Which of the four JSON-RPC messages this one means to be (whose errors to report)."""
+    if "method" in value:
+        return "JSONRPCRequest" if "id" in value else "JSONRPCNotification"
+    return "JSONRPCError" if "error" in value else "JSONRPCResponse"
+
+
+def encoded(message: types.JSONRPCMessage) -> bytes:
+    """One line of JSON; a lone surrogate (which UTF-8 cannot carry) is written escaped."""
+    try:
+        return message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n"
+    except (ValueError, UnicodeError):  # PydanticSerializationError is a ValueError
+        dumped = message.model_dump(mode="json", by_alias=True, exclude_unset=True)
+        return json.dumps(dumped, separators=(",", ":")).encode() + b"\n"
+
+
+class _Pending:
+    """Requests handed on and not yet answered, by id (a Counter: a client may reuse one)."""
+
+    def __init__(self) -> None:
+        self._ids: Counter[tuple[bool, Any]] = Counter()
+        self._changed = anyio.Event()
+
+    def __len__(self) -> int:
+        return self._ids.total()
+
+    def asked(self, value: Any) -> None:
+        self._ids[(isinstance(value, str), value)] += 1
+
+    def settled(self, value: Any) -> None:
+        """Answered, or cancelled by the client (which then waits for no answer)."""
+        key = (isinstance(value, str), value)
+        if self._ids[key] > 0:
+            self._ids[key] -= 1
+            if not self._ids[key]:
+                del self._ids[key]
+            self._changed.set()
+            self._changed = anyio.Event()
+
+    async def below(self, limit: int) -> None:
+        while len(self) >= limit:
+            await self._changed.wait()
+
+
+async def stdio(server: Server, *, stdin: int, stdout: int) -> None:
+    """Serve `server` over the two descriptors until stdin ends (or stdout breaks)."""
+    read_send, read_recv = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write_send, write_recv = anyio.create_memory_object_stream[SessionMessage](0)
+    pending = _Pending()
+    lock = anyio.Lock()
+
+    async def write(data: bytes) -> None:
+        async with lock:
+            await anyio.to_thread.run_sync(_write_all, stdout, data, abandon_on_cancel=True)
+
+    async def hand_on(line: bytes) -> None:
+        value = read_message(line)
+        message = validated(value) if isinstance(value, dict) else value
+        if isinstance(message, Refusal):
+            await write(message.line())
+            return
+        if isinstance(message, types.JSONRPCRequest):
+            await pending.below(MAX_PENDING)
+            pending.asked(message.id)
+        elif isinstance(message, types.JSONRPCNotification):
+            if message.method == "notifications/cancelled" and isinstance(message.params, dict):
+                pending.settled(message.params.get("requestId"))
+        await read_send.send(SessionMessage(message))
+
+    async def read() -> None:
+        framer = LineFramer(MAX_MESSAGE_BYTES)
+        async with read_send:
+            while True:
+                data = await anyio.to_thread.run_sync(
+                    os.read, stdin, READ_BYTES, abandon_on_cancel=True
+                )
+                for line in framer.feed(data) if data else framer.close():
+                    if line is None:
+                        await write(_too_long().line())
+                    elif line.strip():
+                        await hand_on(line)
+                if not data:
+                    with anyio.move_on_after(EOF_WAIT_S):
+                        await pending.below(1)
+                    return
+
+    async def answer() -> None:
+        async with write_recv:
+            async for session_message in write_recv:
+                message = session_message.message
+                await write(encoded(message))
+                if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
+                    pending.settled(message.id)
+
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(read)
+            group.start_soon(answer)
+            await server.run(read_recv, write_send, server.create_initialization_options())
+            await write_send.aclose()
+    except* OSError:  # stdout closed under us: the client is gone
+        pass
+
+
+def _too_long() -> Refusal:
+    return Refusal(
+        None,
+        INVALID_REQUEST,
+        "PAYLOAD_TOO_LARGE",
+        f"a message is at most {MAX_MESSAGE_BYTES} bytes on one line; this one is longer and"
+        " was not read",
+    )
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+@contextmanager
+def claimed_stdio() -> Iterator[tuple[int, int]]:
+    """(stdin, stdout) for the protocol alone: copies of fds 0 and 1, while fd 0 reads
+    /dev/null and fd 1 writes to stderr; both are put back at the end."""
+    sys.stdout.flush()
+    wire_in, wire_out = os.dup(0), os.dup(1)
+    try:
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        os.dup2(2, 1)
+        yield wire_in, wire_out
+    finally:
+        sys.stdout.flush()
+        os.dup2(wire_in, 0)
+        os.dup2(wire_out, 1)
+        os.close(wire_in)
+        os.close(wire_out)

@@ -40,7 +40,7 @@ LAYERS = (
     Layer("store", ("connection", "store", "spec", "backup", "documents")),
     Layer("ranking", ("keyword", "bm25", "dense", "fusion"), independent=True),
     Layer("flows", ("ingest", "search", "memory", "base", "multi", "passages", "evaluation")),
-    Layer("served", ("service", "serialize", "access", "agents")),
+    Layer("served", ("service", "serialize", "access", "agents", "jsonrpc")),
     Layer("edges", ("http", "mcp_server"), independent=True),
     Layer("entry points", ("cli", "__main__", "http.run", "http.__main__")),
 )

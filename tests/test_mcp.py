@@ -1,5 +1,7 @@
 """The MCP edge, driven by the official SDK's own client: a real `metis-lite mcp` process over
-stdio, and a real `metis-lite serve` with tokens at /mcp (the streamable HTTP transport).
+stdio, and a real `metis-lite serve` with tokens at /mcp (the streamable HTTP transport); and
+the stdio process fed what no client should send (a 50 MB line, 5,000-digit numbers, wrong
+types, not JSON) line by line: each is answered with a JSON-RPC error, in bounded memory.
 
 Bases search by words (their embedding model refuses at once), except the one whose model
 accepts and never answers (its deadline is the test) and the shipped example with the
@@ -8,9 +10,12 @@ embedded model."""
 from __future__ import annotations
 
 import json
+import os
+import selectors
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -26,7 +31,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from metis_lite import passages
+from metis_lite import mcp_server, passages
 from metis_lite.base import Base
 from metis_lite.errors import InvalidRequest
 from metis_lite.records import Citation, Filters
@@ -250,6 +255,159 @@ def test_without_the_sdk_the_command_says_how_to_install_it(bases):
     )
     assert done.returncode == 2
     assert "pip install 'metis-lite[mcp]'" in done.stderr
+
+
+# -- stdio, as an attacker writes it ------------------------------------------------------------
+
+ENVELOPE = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+"""What each request of a stateless client carries (the era `metis-lite mcp -h` shows)."""
+
+LINE_S = 60
+"""The longest a line's answer may take (the first search loads nothing: words only)."""
+
+
+class RawStdio:
+    """A real `metis-lite mcp` process, written to and read from line by line."""
+
+    def __init__(self, *args: str, errlog) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "metis_lite", "mcp", *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=errlog,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self.process.stdout, selectors.EVENT_READ)
+        self._buffer = b""
+
+    def send(self, data: bytes) -> None:
+        self.process.stdin.write(data)
+        self.process.stdin.flush()
+
+    def ask(self, id_: object, method: str, **params: object) -> None:
+        message = {
+            "jsonrpc": "2.0",
+            "id": id_,
+            "method": method,
+            "params": {**params, "_meta": ENVELOPE},
+        }
+        self.send(json.dumps(message).encode() + b"\n")
+
+    def answer(self) -> dict:
+        """The next line the process writes, as JSON (within LINE_S)."""
+        deadline = time.monotonic() + LINE_S
+        while b"\n" not in self._buffer:
+            assert time.monotonic() < deadline, "no answer: the client would wait forever"
+            if self._selector.select(timeout=1):
+                chunk = os.read(self.process.stdout.fileno(), 65536)
+                assert chunk, "the process closed its stdout"
+                self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return json.loads(line)
+
+    def peak_rss_bytes(self) -> int:
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+        raise AssertionError("no VmHWM in /proc")
+
+    def close(self) -> int:
+        self.process.stdin.close()
+        try:
+            return self.process.wait(timeout=LINE_S)
+        finally:
+            self._selector.close()
+            self.process.stdout.close()
+
+
+def refused(answer: dict, code: int, public: str, id_: object) -> None:
+    assert answer["jsonrpc"] == "2.0" and answer["id"] == id_, answer
+    error = answer["error"]
+    assert error["code"] == code and error["message"].startswith(f"{public}: "), error
+    assert error["data"]["code"] == public
+
+
+def test_a_50_mb_line_and_5000_digit_numbers_are_answered_in_bounded_memory(bases, tmp_path):
+    with (tmp_path / "stderr.txt").open("w+b") as errlog:
+        client = RawStdio(f"team={bases['team']}", errlog=errlog)
+        try:
+            client.ask(1, "tools/list")
+            assert {t["name"] for t in client.answer()["result"]["tools"]} == TOOLS
+            before = client.peak_rss_bytes()
+
+            huge = b'{"jsonrpc": "2.0", "id": 2, "method": "tools/list", "pad": "' + b"x" * (
+                50 * 1024 * 1024
+            )
+            writer = threading.Thread(target=client.send, args=(huge + b'"}\n',), daemon=True)
+            writer.start()
+            refused(client.answer(), -32600, "PAYLOAD_TOO_LARGE", None)  # seen before its end
+            writer.join(LINE_S)
+            assert not writer.is_alive(), "the whole line was read (and dropped)"
+            grown = client.peak_rss_bytes() - before
+            assert grown < 32 * 1024 * 1024, f"a 50 MB line took {grown / 2**20:.0f} MiB"
+
+            digits = b"1" + b"0" * 4999
+            client.send(b'{"jsonrpc": "2.0", "id": ' + digits + b', "method": "tools/list"}\n')
+            refused(client.answer(), -32600, "INVALID_REQUEST", None)
+            call = b'{"name": "search", "arguments": {"question": "Ana", "top_k": ' + digits + b"}}"
+            client.send(
+                b'{"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": ' + call + b"}\n"
+            )
+            refused(client.answer(), -32602, "INVALID_REQUEST", 3)
+            for line, code, id_ in (
+                (b"{not json", -32700, None),
+                (b"\xff\xfe{}", -32700, None),
+                (b"[1, 2]", -32600, None),
+                (b'"tools/list"', -32600, None),
+                (b'{"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": "x"}', -32600, 4),
+                (b'{"jsonrpc": "2.0", "id": true, "method": "tools/list"}', -32600, None),
+                (b'{"jsonrpc": "2.0", "id": 5, "method": 7}', -32600, 5),
+                (b'{"jsonrpc": "2.0", "id": 6, "method": "tools/list", "x": 1e999}', -32602, 6),
+                (b'{"jsonrpc": "2.0", "id": 7, "method": "tools/list", "x": NaN}', -32700, None),
+                (b"[" * 100_000, -32700, None),  # 100 KB of nesting: too long, never parsed
+                (b"[" * 60_000, -32700, None),  # nested past what JSON is read to
+            ):
+                client.send(line + b"\n")
+                answer = client.answer()
+                if len(line) > mcp_server.MAX_MESSAGE_BYTES:
+                    refused(answer, -32600, "PAYLOAD_TOO_LARGE", None)
+                else:
+                    assert answer["id"] == id_ and answer["error"]["code"] == code, (line, answer)
+            client.ask(8, "tools/call", name="search", arguments={"question": "Ana", "top_k": 1})
+            answer = client.answer()
+            assert answer["id"] == 8 and not answer["result"]["isError"]
+            assert answer["result"]["structuredContent"]["results"][0]["base"] == "team"
+            client.ask(9, "tools/call", name="search", arguments={"question": "\ud800 Ana"})
+            assert client.answer()["id"] == 9, "a lone surrogate is answered, escaped"
+        finally:
+            code = client.close()
+        assert code == 0
+        errlog.seek(0)
+        assert b"Traceback" not in errlog.read()
+
+
+def test_a_flood_of_requests_then_the_end_of_stdin_gets_every_answer(bases, tmp_path):
+    """More requests than are handed on at once (MAX_PENDING): stdin waits while they are
+    answered, and those read when stdin ends are still answered before the process exits."""
+    flood = 3 * mcp_server.MAX_PENDING
+    with (tmp_path / "stderr.txt").open("w+b") as errlog:
+        client = RawStdio(f"team={bases['team']}", errlog=errlog)
+        client.ask(0, "tools/call", name="facts", arguments={"base": "team"})
+        for n in range(1, flood + 1):
+            client.ask(n, "tools/list")
+        client.process.stdin.close()
+        try:
+            answers = [client.answer() for _ in range(flood + 1)]
+        finally:
+            code = client.close()
+        assert sorted(a["id"] for a in answers) == list(range(flood + 1)) and code == 0
+        facts = next(a for a in answers if a["id"] == 0)["result"]["structuredContent"]
+        assert facts["facts"] and all("result" in a for a in answers)
 
 
 # -- HTTP ------------------------------------------------------------------------------------
