@@ -6,6 +6,12 @@ keep their citation: the document's title, the headings above them, their page (
 the best break point inside each window of chunk_size characters, in the order of `BREAKS`:
 a blank line (so consecutive paragraphs are packed greedily while they fit), then a sentence
 end, then a line end, then any whitespace, and only as a last resort in the middle of a word.
+No cut leaves a fragment — fewer than chunk_size / FRAGMENT_PARTS characters — before it or
+after it in its section: a page marker (`[[Page 115 STAT. 301]]`), a lone heading line or a
+stray line before a paragraph too long to join whole is joined to that paragraph's first
+sentences instead of standing alone, and a section's last line is never left alone after its
+last cut. Alone, a fragment's vector is mostly its title and headings, close to any question
+on the document's topic, and it would win by meaning over the passages that answer.
 
 A chunk is the section's text between two cuts with its surrounding whitespace stripped and
 nothing else changed, so `chunk.text` is a substring of `section.text` and its line is
@@ -33,6 +39,12 @@ CHUNK_CHARS_MAX = 100_000
 
 LOOKAHEAD_CHARS = 16
 """Characters read past a window so a break pattern can see the separator that follows its cut."""
+
+FRAGMENT_PARTS = 8
+"""A piece of a section shorter than chunk_size / 8 characters (150 for the default 1,200) is a
+fragment, never a chunk of its own unless it is its section's whole text: a page marker is about
+25 characters, a heading or a stray line under 100, a passage that answers a question a few
+sentences."""
 
 
 @dataclass(frozen=True)
@@ -118,8 +130,9 @@ def _finders(chunk_size: int) -> tuple[Finder, ...]:
     in the window, usually a few characters from its end, and the cut (the prefix's end) can be
     neither the chunk's start nor past chunk_size. `re` caches the compiled patterns.
     """
+    shortest = max(1, chunk_size // FRAGMENT_PARTS)
     return tuple(
-        (re.compile(b.needs), re.compile(rf"((?s:.){{1,{chunk_size}}})(?:{b.pattern})"))
+        (re.compile(b.needs), re.compile(rf"((?s:.){{{shortest},{chunk_size}}})(?:{b.pattern})"))
         for b in BREAKS
     )
 
@@ -130,11 +143,12 @@ def _spans(text: str, chunk_size: int, finders: tuple[Finder, ...]) -> list[tupl
     space = _SPACE.match(text)
     assert space is not None  # \s* matches anywhere
     start = space.end()
+    last_cut = stop - max(1, chunk_size // FRAGMENT_PARTS)  # what follows a cut is no fragment
     while start < stop:
         if stop - start <= chunk_size:
             out.append((start, stop))
             break
-        cut = _best_cut(text, start, chunk_size, finders)
+        cut = _best_cut(text, start, chunk_size, finders, last_cut)
         end = cut
         while text[end - 1].isspace():
             end -= 1
@@ -145,15 +159,21 @@ def _spans(text: str, chunk_size: int, finders: tuple[Finder, ...]) -> list[tupl
     return out
 
 
-def _best_cut(text: str, start: int, chunk_size: int, finders: tuple[Finder, ...]) -> int:
-    """Where the chunk that starts at `start` (a non-space character) ends: its best break."""
+def _best_cut(
+    text: str, start: int, chunk_size: int, finders: tuple[Finder, ...], last_cut: int
+) -> int:
+    """Where the chunk that starts at `start` (a non-space character) ends: its best break,
+    at least a fragment's length from `start` (the finders' shortest prefix) and, where the
+    window reaches that far, not past `last_cut`."""
     window_end = min(len(text), start + chunk_size + LOOKAHEAD_CHARS)
+    if start + chunk_size > last_cut:  # the section's last cut: what is left stays whole
+        window_end = min(window_end, last_cut)
     for needs, finder in finders:
         if needs.search(text, start, window_end) and (
             match := finder.match(text, start, window_end)
         ):
             return match.end(1)
-    return _hard_cut(text, start, start + chunk_size)
+    return _hard_cut(text, start, min(start + chunk_size, max(start + 1, last_cut)))
 
 
 def _hard_cut(text: str, start: int, limit: int) -> int:

@@ -6,11 +6,20 @@ import itertools
 import re
 
 import pytest
+from conftest import FIXTURES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from metis_lite.chunking import BREAKS, CHUNK_CHARS_MAX, CHUNK_CHARS_MIN, chunk, spans
+from metis_lite.chunking import (
+    BREAKS,
+    CHUNK_CHARS_MAX,
+    CHUNK_CHARS_MIN,
+    FRAGMENT_PARTS,
+    chunk,
+    spans,
+)
 from metis_lite.errors import InvalidRequest
+from metis_lite.parsing import parse
 from metis_lite.records import Document, Section
 from metis_lite.settings import CHUNK_CHARS
 
@@ -67,24 +76,89 @@ def test_a_long_markdown_section_is_cut_at_paragraphs_then_sentences_then_words(
         len(t) <= 300 and c.headings == ("Guide", "Proxy")
         for t, c in zip(texts, chunks, strict=True)
     )
-    assert texts[0] == "Short intro."  # the next paragraph does not fit: cut at the blank line
+    # The next paragraph does not fit, and the intro alone would be a fragment: it is joined to
+    # the paragraph's first sentences.
+    assert texts[0].startswith("Short intro.\n\nSentence 0 says") and texts[0].endswith("proxy.")
     between = next(i for i, t in enumerate(texts) if "Between." in t)
     assert between > 2
-    assert all(t.endswith("proxy.") for t in texts[1:between])  # cut at sentence ends
+    assert all(t.endswith("proxy.") for t in texts[:between])  # cut at sentence ends
     assert texts[between].endswith("proxy.\n\nBetween.")  # packed with what follows
     in_words = [w for t in texts[between + 1 :] for w in t.split()]
     assert in_words == [*words, "The", "end."]  # cut between words, none split
     assert texts[-1].endswith("\n\nThe end.")
 
 
+MARKER = "[[Page 115 STAT. 301]]"
+
+
+def statute_paragraph(n: int, words: int) -> str:
+    """A paragraph of a statute as a <pre> holds it: hard-wrapped lines, one sentence per
+    clause."""
+    clauses = [
+        f"({chr(97 + i % 26)}) the Secretary shall report on item {n}-{i}." for i in range(words)
+    ]
+    text, line = [], ""
+    for word in " ".join(clauses).split():
+        if len(line) + len(word) > 68:
+            text.append(line)
+            line = ""
+        line = f"{line} {word}".strip()
+    return "\n".join([*text, line])
+
+
+def test_a_page_marker_before_a_long_paragraph_is_joined_to_it_not_a_chunk_alone():
+    # The shape that made `[[Page 115 STAT. 301]]` a chunk of its own: a paragraph that ends
+    # just before the window does, the marker, then a paragraph too long to join whole.
+    first = statute_paragraph(1, 30)[:1195].rsplit(" ", 1)[0] + "."
+    long = statute_paragraph(2, 60)
+    assert 1200 - len(MARKER) < len(first) < 1200 < len(long)
+    text = "\n\n".join([first, MARKER, long, "SEC. 302. REPORTS.", statute_paragraph(3, 40)])
+    chunks = chunk(doc(Section(text=text)))
+    offsets(text, chunks)
+    assert chunks[0].text == first
+    assert chunks[1].text.startswith(MARKER + "\n\n(a) the Secretary")
+    assert chunks[1].text.endswith(".")  # joined to the paragraph's first sentences
+    assert all(len(c.text) >= CHUNK_CHARS // FRAGMENT_PARTS for c in chunks)
+
+
+def test_the_last_line_of_a_section_is_not_left_alone_after_its_last_cut():
+    body = statute_paragraph(4, 30)[:1190].rsplit(" ", 1)[0] + "."
+    text = f"{body}\n\n{MARKER}"
+    assert 1200 - len(MARKER) < len(body) < 1200 < len(text)
+    chunks = chunk(doc(Section(text=text)))
+    offsets(text, chunks)
+    assert chunks[-1].text.endswith(MARKER) and chunks[-1].text != MARKER
+    assert all(len(c.text) >= CHUNK_CHARS // FRAGMENT_PARTS for c in chunks)
+
+
+def test_a_section_that_is_a_fragment_is_still_a_chunk():
+    chunks = chunk(doc(Section(text=MARKER), Section(text=statute_paragraph(5, 3))))
+    assert [c.text for c in chunks][0] == MARKER
+
+
+def test_a_statute_in_a_pre_keeps_its_page_markers_inside_passages():
+    # A US statute as GPO publishes it: one <pre>, hard-wrapped, a page marker between
+    # paragraphs. Cut at its blank lines alone, two markers were chunks of their own.
+    document = parse(FIXTURES / "ranking" / "statute-pre.htm")
+    chunks = chunk(document)
+    markers = [c for c in chunks if "[[Page 115 STAT." in c.text]
+    assert len(markers) >= 9  # thirteen markers, some two to a chunk
+    assert all(len(c.text) >= CHUNK_CHARS // FRAGMENT_PARTS for c in chunks)
+    assert "[[Page 115 STAT. 281]]" in "".join(c.text for c in chunks)
+
+
 def test_a_5000_character_word_is_cut_mid_word_only_as_a_last_resort():
     word = "".join(chr(ord("a") + i % 26) for i in range(5000))
-    text = f"Before the word.\n\n{word} after it."
+    before = "Before the word, a sentence long enough to stand alone as a passage: " * 3
+    text = f"{before.strip()}\n\n{word} after it."
     chunks = chunk(doc(Section(text=text)), chunk_size=1200)
-    assert chunks[0].text == "Before the word."
+    assert chunks[0].text == before.strip()
     assert [len(c.text) for c in chunks[1:5]] == [1200, 1200, 1200, 1200]
     assert "".join(c.text for c in chunks[1:6]).startswith(word)
     assert chunks[-1].text.endswith("after it.")
+    # A line too short to stand alone goes with the word's first piece, cut at the size.
+    short = chunk(doc(Section(text=f"Before the word.\n\n{word}")), chunk_size=1200)
+    assert short[0].text.startswith("Before the word.\n\nabc") and len(short[0].text) == 1200
 
 
 def test_a_hard_cut_keeps_an_accent_on_its_letter():
@@ -233,14 +307,30 @@ def test_chunks_are_small_stripped_ordered_disjoint_and_lose_nothing(section_lis
 
 
 @PROPERTIES
+@given(sections(), st.integers(CHUNK_CHARS_MIN, 400))
+def test_no_cut_leaves_a_fragment_before_or_after_it(section, size):
+    text = section.text
+    pairs = spans(text, size)
+    shortest = size // FRAGMENT_PARTS
+    for (start, _), (following, _) in itertools.pairwise(pairs):
+        assert following - start >= shortest  # a chunk and the whitespace after it
+    if len(pairs) > 1:
+        assert len(text.rstrip()) - pairs[-2][1] >= shortest  # what follows the last cut
+
+
+@PROPERTIES
 @given(sections(), st.integers(CHUNK_CHARS_MIN, 300))
 def test_a_word_is_cut_only_when_no_whitespace_is_in_reach(section, size):
     text = section.text
     cjk_end = "。！？｡」』”’）)"
     pairs = spans(text, size)
+    shortest = size // FRAGMENT_PARTS
+    last_cut = len(text.rstrip()) - shortest
     for (start, end), (following, _) in itertools.pairwise(pairs):
         if end == following and text[end - 1] not in cjk_end:
-            window = text[start + 1 : start + size + 1]
+            # A cut nearer than a fragment's length to the chunk's start or to the section's
+            # end would leave a fragment: whitespace there does not count.
+            window = text[start + shortest : min(start + size, last_cut) + 1]
             assert not any(ch.isspace() for ch in window), (start, end)
 
 
