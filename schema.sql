@@ -1,9 +1,10 @@
--- metis-lite base file, schema version 2. The one source of the DDL (DESIGN.md, "The base file").
+-- metis-lite base file, schema version 2 (PRAGMA application_id 0x4D455449, "METI"). The one
+-- source of the DDL.
 -- Every table but chunks_fts reads in a stock sqlite3 shell; chunks_fts needs the 'metis'
 -- tokenizer (open it with `metis-lite shell BASE`).
 
 CREATE TABLE IF NOT EXISTS meta (
-  key   TEXT PRIMARY KEY,          -- schema_version, created_at
+  key   TEXT PRIMARY KEY,          -- schema_version, created_at, notes_source (metis-<file name>)
   value TEXT NOT NULL
 );
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import apsw
 
-from metis_lite.connection import connect
+from metis_lite.connection import connect, damage
 from metis_lite.errors import InvalidRequest, StoreError
 from metis_lite.store import Store
 
@@ -38,19 +38,24 @@ def copy_base(source: Path, dest: Path) -> None:
     """Copy the base `source` to the new file `dest` (see the module docstring).
 
     Raises InvalidRequest when `dest` exists or its folder does not, NotABase or SchemaTooNew
-    when `source` is not a base this metis-lite reads, StoreError when the copy fails (the
-    partial file is removed).
+    when `source` is not a base this metis-lite reads, BaseDamaged when a page of it is
+    malformed, StoreError when the copy fails (the partial file is removed). The source is
+    opened read-only: nothing is written to it, and a writer holding it (even the `sqlite3`
+    shell inside a write transaction) neither stops the copy nor is waited for.
     """
     source, dest = Path(source), Path(dest)
     _check_destination(source, dest)
     partial = dest.with_name(f".{dest.name}.partial-{os.getpid()}")
     _remove(partial)
     try:
-        with Store(source) as store:
+        with Store(source, readonly=True) as store:  # nothing is written to the source
             _backup(store.db, partial)
         _finish(partial)
         _place(partial, dest)
     except apsw.Error as exc:
+        damaged = damage(exc, source)
+        if damaged is not None:
+            raise damaged from exc
         raise StoreError(f"cannot copy {source} to {dest}: {exc}") from exc
     except OSError as exc:
         raise StoreError(f"cannot copy {source} to {dest}: {exc.strerror or exc}") from exc

@@ -11,18 +11,23 @@ The CLI and the HTTP service are built on this class and nothing else.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
-from collections.abc import Mapping, Sequence
+import weakref
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 
-from metis_lite import ingest, keyword, languages, memory
+import apsw
+
+from metis_lite import connection, ingest, keyword, languages, memory
 from metis_lite.bm25 import WordIndex
 from metis_lite.chunking import check_chunk_size
 from metis_lite.dense import VectorIndex
-from metis_lite.errors import InvalidRequest, ModelError
+from metis_lite.errors import BaseDamaged, InvalidRequest, ModelError
 from metis_lite.models import registry
 from metis_lite.models.base import Embedder, Reranker
 from metis_lite.models.prefixes import prefixes_for
@@ -31,11 +36,17 @@ from metis_lite.search import SearchContext, search
 from metis_lite.settings import BASE_KINDS, FUSION, FUSIONS, TOP_K
 from metis_lite.spec import DEFAULT_SPEC, BaseSpec, parse_spec
 from metis_lite.store import IndexerLock, Store
+from metis_lite.store.pool import StorePool
 
 __all__ = ["DEFAULT_SPEC", "Base", "BaseStatus", "SourceInfo"]
 
 COUNT_FLUSH_S = 5.0
-"""Search counts are written at most this often (and when the base closes), not per search."""
+"""Search counts are written at most this often (and when the base closes), not per search;
+a flush that finds another connection writing keeps its count for the next one."""
+
+CONNECTIONS = 16
+"""Connections a Base keeps for its searches, facts and status (StorePool): as many searches
+of one base run at once, the service's default number of workers; more wait for one to end."""
 
 LANGUAGE_SAMPLE_CHUNKS = 256
 """Chunks read to judge a base's languages: a share's error is then under ±3 points (√(¼/256)),
@@ -64,31 +75,57 @@ class BaseStatus:
     warnings: tuple[Warning, ...] = ()  # what searches by meaning suffer (MODEL_LANGUAGE_MISMATCH)
 
 
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _usable(method: Callable[Concatenate[Base, P], R]) -> Callable[Concatenate[Base, P], R]:
+    """BASE_DAMAGED, from the first time SQLite finds the file malformed, for every later call
+    too: a damaged base is never written again by this Base (reopen it once it is replaced)."""
+
+    @functools.wraps(method)
+    def guarded(self: Base, *args: P.args, **kwargs: P.kwargs) -> R:
+        if self._damaged is not None:
+            raise BaseDamaged(self._damaged)
+        try:
+            return method(self, *args, **kwargs)
+        except (apsw.Error, BaseDamaged) as exc:
+            found = connection.damage(exc, self.path)
+            if found is None:
+                raise
+            self._damaged = found.message
+            raise BaseDamaged(found.message) from exc
+
+    return guarded
+
+
 class Base:
-    """One open base: a read connection, its vectors in memory, its models (made when needed)."""
+    """One open base: a bounded pool of connections, its vectors in memory, its models (made
+    when needed)."""
 
     def __init__(self, path: str | Path, *, create: bool = False, name: str | None = None) -> None:
         self.path = Path(path)
         self.created = create and not self.path.exists()
         """True when this Base made the file (discard() removes it while it is still empty)."""
+        self._damaged: str | None = None
         self._local = threading.local()
-        self._stores: list[Store] = []
-        self._stores_lock = threading.Lock()
+        self._thread_stores: weakref.WeakSet[Store] = weakref.WeakSet()
         self._spec_cache: tuple[tuple[int, int, int], BaseSpec] | None = None
-        self._adopt(Store(self.path, create=create))
-        self.name = name or self.path.stem
+        self._pool = StorePool(self.path, size=CONNECTIONS)
+        first = Store(self.path, create=create)
         try:
-            if create and not self.store.spec():
-                self.store.set_spec(DEFAULT_SPEC)
-            self.spec  # noqa: B018 - a spec this code cannot read is refused when the base opens
+            if create and not first.spec():
+                first.set_spec(DEFAULT_SPEC)
+            self._spec_of(first)  # a spec this code cannot read is refused when the base opens
         except BaseException:
-            for store in self._stores:
-                store.close()
+            first.close()
             raise
+        self._pool.adopt(first)
+        self.name = name or self.path.stem
         self._models_lock = threading.Lock()
         self._embedder: Embedder | None = None
         self._reranker: Reranker | None = None
-        self._vectors = VectorIndex(self.model_label)
+        self._vectors = VectorIndex(self._spec_of(first).model_label)
         self._words = WordIndex(lambda: Store(self.path))  # its thread's own connection
         self._pending_searches = 0
         self._last_flush = time.monotonic()
@@ -102,17 +139,15 @@ class Base:
 
     @property
     def store(self) -> Store:
-        """This thread's connection to the base (an apsw connection serves one thread at a time)."""
-        store = getattr(self._local, "store", None)
-        if store is None:
-            store = self._adopt(Store(self.path))
-        return store
-
-    def _adopt(self, store: Store) -> Store:
-        self._local.store = store
-        with self._stores_lock:
-            self._stores.append(store)
-        return store
+        """This thread's own connection to the base, closed when the thread ends (or the base
+        closes). The Base's own methods borrow from its pool instead."""
+        if self._damaged is not None:
+            raise BaseDamaged(self._damaged)
+        holder = getattr(self._local, "holder", None)
+        if holder is None:
+            holder = self._local.holder = _ThreadStore(Store(self.path))
+            self._thread_stores.add(holder.store)
+        return holder.store
 
     def close(self) -> None:
         self._words.close()
@@ -120,10 +155,9 @@ class Base:
         for model in (self._embedder, self._reranker):
             if model is not None:
                 model.close()
-        with self._stores_lock:
-            for store in self._stores:
-                store.close()
-            self._stores.clear()
+        self._pool.close()
+        for store in list(self._thread_stores):
+            store.close()
 
     def __enter__(self) -> Base:
         return self
@@ -138,25 +172,36 @@ class Base:
     def discard(self) -> bool:
         """Close, and delete the file if this Base created it and nothing was written to it
         since (no source, no document): a command that failed before it had anything to write
-        leaves no new file behind. Returns whether it was deleted."""
+        leaves no new file behind. Returns whether it was deleted.
+
+        SQLite removes the -wal and -shm itself, by leaving WAL mode, which it does only while
+        no other connection has the base open: one that does keeps the file."""
         empty = False
         self._words.close()  # its connection would keep the base in WAL mode
-        if self.created:
-            counts = self.store.counts()
-            empty = not counts["sources"] and not counts["documents"]
+        if self.created and self._damaged is None:
+            self._flush_counts(force=True)
+            with self._pool.borrow() as store:
+                counts = store.counts()
+                empty = not counts["sources"] and not counts["documents"]
+                if empty:
+                    empty = _leave_wal(store)
         self.close()
         if empty:
-            for suffix in ("", "-wal", "-shm", "-journal", ".lock"):
-                Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+            self.path.unlink(missing_ok=True)
+            Path(f"{self.path}.lock").unlink(missing_ok=True)
         return empty
 
     # -- spec -------------------------------------------------------------------------------
 
     @property
+    @_usable
     def spec(self) -> BaseSpec:
         """The base's spec, parsed once and again only after a write to the base (by this or
         another connection: `configure` here, an `index --chunk-size` elsewhere)."""
-        store = self.store
+        with self._pool.borrow() as store:
+            return self._spec_of(store)
+
+    def _spec_of(self, store: Store) -> BaseSpec:
         key = (id(store), store.data_version(), store.db.total_changes())
         cached = self._spec_cache
         if cached is None or cached[0] != key:
@@ -168,6 +213,14 @@ class Base:
         """The name recorded on every vector; vectors of another label are never compared."""
         return self.spec.model_label
 
+    @property
+    @_usable
+    def notes_source(self) -> str:
+        """The name of the base's notes source, set when the base was made (schema.py)."""
+        with self._pool.borrow() as store:
+            return store.notes_source()
+
+    @_usable
     def configure(
         self,
         *,
@@ -181,46 +234,51 @@ class Base:
         """Change the base's spec. A new embedding model needs `reembed` once the base has
         vectors (never mixed vectors); chunk size and kind are set when the base is empty;
         `fusion` ("relative" or "rrf", fusion.py) may change at any time."""
-        spec = self.spec
-        changes: dict[str, Any] = {}
-        counts = self.store.counts()
-        if embedding is not None and dict(embedding) != dict(spec.embedding):
-            registry.check_embedding_spec(embedding)
-            new_label = registry.model_label(embedding)
-            if counts["vectors"] and new_label != self.model_label and not reembed:
-                raise InvalidRequest(
-                    f"the base's vectors were made by {self.model_label}; to use {new_label} "
-                    "index with --reembed (every chunk is embedded again)"
-                )
-            changes["embedding"] = dict(embedding)
-            changes["dimension"] = None
-        if reranker is not False:
-            registry.check_reranker_spec(reranker or None)
-            changes["reranker"] = dict(reranker) if reranker else None
-        if chunk_size is not None and chunk_size != spec.chunk_size:
-            if counts["chunks"]:
-                raise InvalidRequest(
-                    "the chunk size is set when a base is created (it is not empty)"
-                )
-            changes["chunk_size"] = check_chunk_size(chunk_size)
-        if kind is not None and kind != spec.kind:
-            if kind not in BASE_KINDS:
-                raise InvalidRequest(f"unknown base kind {kind!r}: {', '.join(BASE_KINDS)}")
-            if counts["documents"]:
-                raise InvalidRequest("a base's kind is chosen when it is created (it is not empty)")
-            changes["kind"] = kind
-        if fusion is not None and fusion != spec.fusion:
-            if fusion not in FUSIONS:
-                raise InvalidRequest(f"unknown fusion {fusion!r}: {', '.join(FUSIONS)}")
-            changes["fusion"] = fusion
-        if changes:
-            self.store.set_spec(changes)
-            with self._models_lock:
-                for model in (self._embedder, self._reranker):
-                    if model is not None:
-                        model.close()
-                self._embedder = self._reranker = None
-            self._vectors = VectorIndex(self.model_label)
+        with self._pool.borrow() as store:
+            spec = self._spec_of(store)
+            changes: dict[str, Any] = {}
+            counts = store.counts()
+            if embedding is not None and dict(embedding) != dict(spec.embedding):
+                registry.check_embedding_spec(embedding)
+                new_label = registry.model_label(embedding)
+                if counts["vectors"] and new_label != spec.model_label and not reembed:
+                    raise InvalidRequest(
+                        f"the base's vectors were made by {spec.model_label}; to use {new_label} "
+                        "index with --reembed (every chunk is embedded again)"
+                    )
+                changes["embedding"] = dict(embedding)
+                changes["dimension"] = None
+            if reranker is not False:
+                registry.check_reranker_spec(reranker or None)
+                changes["reranker"] = dict(reranker) if reranker else None
+            if chunk_size is not None and chunk_size != spec.chunk_size:
+                if counts["chunks"]:
+                    raise InvalidRequest(
+                        "the chunk size is set when a base is created (it is not empty)"
+                    )
+                changes["chunk_size"] = check_chunk_size(chunk_size)
+            if kind is not None and kind != spec.kind:
+                if kind not in BASE_KINDS:
+                    raise InvalidRequest(f"unknown base kind {kind!r}: {', '.join(BASE_KINDS)}")
+                if counts["documents"]:
+                    raise InvalidRequest(
+                        "a base's kind is chosen when it is created (it is not empty)"
+                    )
+                changes["kind"] = kind
+            if fusion is not None and fusion != spec.fusion:
+                if fusion not in FUSIONS:
+                    raise InvalidRequest(f"unknown fusion {fusion!r}: {', '.join(FUSIONS)}")
+                changes["fusion"] = fusion
+            if not changes:
+                return
+            store.set_spec(changes)
+            label = self._spec_of(store).model_label
+        with self._models_lock:
+            for model in (self._embedder, self._reranker):
+                if model is not None:
+                    model.close()
+            self._embedder = self._reranker = None
+        self._vectors = VectorIndex(label)
 
     # -- models -----------------------------------------------------------------------------
 
@@ -228,9 +286,11 @@ class Base:
         """The base's embedding model; an HTTP one is told the dimension the base's vectors
         have, so one wrong answer is refused rather than learnt (and every right one after
         it refused in turn)."""
+        return self._embedder_of(self.spec)
+
+    def _embedder_of(self, spec: BaseSpec) -> Embedder:
         with self._models_lock:
             if self._embedder is None:
-                spec = self.spec
                 embedding = dict(spec.embedding)
                 if spec.dimension and embedding.get("provider", "embedded") != "embedded":
                     embedding = {"dimension": spec.dimension, **embedding}
@@ -238,22 +298,20 @@ class Base:
             return self._embedder
 
     def reranker(self) -> Reranker | None:
+        return self._reranker_of(self.spec)
+
+    def _reranker_of(self, spec: BaseSpec) -> Reranker | None:
         with self._models_lock:
-            reranker = self.spec.reranker
-            if self._reranker is None and reranker:
-                self._reranker = registry.reranker_from_spec(reranker)
+            if self._reranker is None and spec.reranker:
+                self._reranker = registry.reranker_from_spec(spec.reranker)
             return self._reranker
 
     def prefixes(self) -> tuple[str, str]:
-        embedding = self.spec.embedding
-        return prefixes_for(
-            embedding.get("model") or self.model_label,
-            query_prefix=embedding.get("query_prefix"),
-            document_prefix=embedding.get("document_prefix"),
-        )
+        return _prefixes(self.spec)
 
     # -- sources and indexing ---------------------------------------------------------------
 
+    @_usable
     def add_source(self, folder: str | Path, *, name: str | None = None) -> str:
         """Add a folder as a source (named after the folder unless named); returns its name.
         A folder that is a source already keeps its name; one inside a source, or holding
@@ -267,33 +325,38 @@ class Base:
             raise InvalidRequest(
                 f"{folder!r}: a source folder's path must be valid UTF-8"
             ) from None
-        known = {n: p for _, n, p in self.store.sources()}
-        for existing, existing_path in known.items():
-            if existing_path == str(path):
-                return existing
-        name = name or path.name or "root"
-        if name.startswith("metis-"):
-            raise InvalidRequest(
-                "source names starting with metis- are reserved for a base's notes"
-            )
-        base_name, n = name, 2
-        while name in known:
-            name, n = f"{base_name}-{n}", n + 1
-        self.store.add_source(name, str(path))
+        with self._pool.borrow() as store:
+            known = {n: p for _, n, p in store.sources()}
+            for existing, existing_path in known.items():
+                if existing_path == str(path):
+                    return existing
+            name = name or path.name or "root"
+            if name.startswith("metis-"):
+                raise InvalidRequest(
+                    "source names starting with metis- are reserved for a base's notes"
+                )
+            base_name, n = name, 2
+            while name in known:
+                name, n = f"{base_name}-{n}", n + 1
+            store.add_source(name, str(path))
         return name
 
+    @_usable
     def sources(self) -> tuple[SourceInfo, ...]:
         """The base's sources, in the order they were added, with their documents and chunks
         (the notes source, metis-<base>, has no folder)."""
-        return self.store.source_infos()
+        with self._pool.borrow() as store:
+            return store.source_infos()
 
+    @_usable
     def remove_source(self, name: str) -> int:
         """Remove a folder source with its documents (their chunks, words and vectors), in one
         transaction; returns the documents removed. SOURCE_NOT_FOUND for an unknown name,
         BASE_BUSY while the base is being indexed; the notes source cannot be removed."""
-        with IndexerLock(self.path), Store(self.path) as writer:
+        with IndexerLock(self.path), self._pool.borrow() as writer:
             return writer.remove_source(name)
 
+    @_usable
     def index(
         self, *, reembed: bool = False, progress: ingest.Progress | None = None
     ) -> ingest.IndexReport:
@@ -303,12 +366,13 @@ class Base:
         Refused with BASE_BUSY while another process indexes this base. Runs on its own
         connection, so searches on this Base see only whole documents meanwhile.
         """
-        with IndexerLock(self.path), Store(self.path) as writer:
+        with IndexerLock(self.path), self._pool.borrow() as writer:
+            spec = parse_spec(writer.spec(), where=str(self.path))
             return ingest.index(
                 writer,
-                parse_spec(writer.spec(), where=str(self.path)),
-                self.embedder,
-                document_prefix=self.prefixes()[1],
+                spec,
+                lambda: self._embedder_of(spec),
+                document_prefix=_prefixes(spec)[1],
                 reembed=reembed,
                 progress=progress,
             )
@@ -318,9 +382,9 @@ class Base:
         spec = parse_spec(writer.spec(), where=str(self.path))
         _, dimension, _ = ingest.embed_missing(
             writer,
-            self.embedder,
+            lambda: self._embedder_of(spec),
             model=spec.model_label,
-            document_prefix=self.prefixes()[1],
+            document_prefix=_prefixes(spec)[1],
             dimension=spec.dimension,
         )
         if dimension is not None and spec.dimension != dimension:
@@ -328,6 +392,7 @@ class Base:
 
     # -- facts ------------------------------------------------------------------------------
 
+    @_usable
     def remember(
         self,
         text: str,
@@ -337,12 +402,11 @@ class Base:
         key: str | None = None,
         replaces: Sequence[int] = (),
     ) -> memory.Fact:
-        """Add a fact (a note of the source metis-<base>) and embed it when the model answers;
+        """Add a fact (a note of the base's notes source) and embed it when the model answers;
         a newer fact with the same key, or one naming it in `replaces`, replaces another."""
-        with Store(self.path) as writer:
+        with self._pool.borrow() as writer:
             fact = memory.add_fact(
                 writer,
-                base_name=self.name,
                 text=text,
                 stated_at=stated_at,
                 subject=subject,
@@ -352,13 +416,16 @@ class Base:
             self._embed_missing(writer)
         return fact
 
+    @_usable
     def facts(
         self, *, offset: int = 0, limit: int = 50, holding: bool | None = None
     ) -> tuple[list[memory.Fact], int]:
-        return memory.list_facts(self.store, offset=offset, limit=limit, holding=holding)
+        with self._pool.borrow() as store, store.snapshot():
+            return memory.list_facts(store, offset=offset, limit=limit, holding=holding)
 
     # -- search -----------------------------------------------------------------------------
 
+    @_usable
     def search(
         self,
         question: str,
@@ -370,94 +437,119 @@ class Base:
         fusion: str | None = None,
     ) -> Answer:
         """Answer a question (search.py's steps); `fusion` ("relative" or "rrf") overrides the
-        base's `spec.fusion` for this search."""
+        base's `spec.fusion` for this search. Every read of one search is of one snapshot of
+        the base, on one connection borrowed from the pool."""
         if not isinstance(question, str):
             raise InvalidRequest("the question must be text")
-        context = SearchContext(
-            store=self.store,
-            vectors=self._vectors,
-            words=self._words,
-            embedder=self.embedder,
-            reranker=self.reranker,
-            query_prefix=self.prefixes()[0],
-            fusion=self.spec.fusion or FUSION,
-            base=self.name,
-            memory_order=memory.holding_first if self.spec.is_memory else None,
-            facts_of=memory.facts_of_chunks,
-            language_warning=self.language_warning,
-        )
-        answer = search(
-            context,
-            question,
-            mode=mode,
-            top_k=top_k,
-            rerank=rerank,
-            filters=filters or Filters(),
-            fusion=fusion,
-        )
-        self._count_search()
-        return answer
+        with self.searching() as context:
+            return search(
+                context,
+                question,
+                mode=mode,
+                top_k=top_k,
+                rerank=rerank,
+                filters=filters or Filters(),
+                fusion=fusion,
+            )
 
-    def _count_search(self) -> None:
+    @contextmanager
+    def searching(self) -> Iterator[SearchContext]:
+        """What a search needs of this base until the block ends: one connection borrowed from
+        the pool, every read of one snapshot of the base; the search is counted after. A
+        search of several bases holds one of each while it fuses them (multi.py)."""
+        if self._damaged is not None:
+            raise BaseDamaged(self._damaged)
+        with self._pool.borrow() as store:
+            with store.snapshot():
+                spec = self._spec_of(store)
+                yield SearchContext(
+                    store=store,
+                    vectors=self._vectors,
+                    words=self._words,
+                    embedder=lambda: self._embedder_of(spec),
+                    reranker=lambda: self._reranker_of(spec),
+                    query_prefix=_prefixes(spec)[0],
+                    fusion=spec.fusion or FUSION,
+                    base=self.name,
+                    memory_order=memory.holding_first if spec.is_memory else None,
+                    facts_of=memory.facts_of_chunks,
+                    language_warning=lambda: self._language_warning(store, spec),
+                )
+            self._count_search(store)
+
+    def _count_search(self, store: Store) -> None:
         with self._count_lock:
             self._pending_searches += 1
-        self._flush_counts()
+        self._flush_counts(store)
 
-    def _flush_counts(self, *, force: bool = False) -> None:
+    def _flush_counts(self, store: Store | None = None, *, force: bool = False) -> None:
+        """Write the searches counted since the last flush: after a search only when
+        COUNT_FLUSH_S has passed and no other connection is writing (a search never waits on
+        a writer; the count waits for the next flush), and at close whatever it takes."""
         with self._count_lock:
             due = force or time.monotonic() - self._last_flush >= COUNT_FLUSH_S
-            if not due or not self._pending_searches:
+            if not due or not self._pending_searches or self._damaged is not None:
                 return
             pending, self._pending_searches = self._pending_searches, 0
             self._last_flush = time.monotonic()
-        self.store.count_searches(pending)
+        try:
+            if store is not None:
+                written = store.count_searches(pending, wait=force)
+            else:
+                with self._pool.borrow() as borrowed:
+                    written = borrowed.count_searches(pending, wait=force)
+        except Exception:
+            written = False
+            if not force:
+                raise
+        if not written:
+            with self._count_lock:
+                self._pending_searches += pending
 
     # -- status -----------------------------------------------------------------------------
 
+    @_usable
     def status(self) -> BaseStatus:
         self._flush_counts(force=True)
-        spec = self.spec
-        counts = self.store.counts()
-        reranker = registry.model_label(spec.reranker) if spec.reranker else None
         indexing = IndexerLock(self.path).held_elsewhere()
-        last = self.store.last_run()
-        if last is not None and last["state"] == "running" and not indexing:
-            last = {
-                **last,
-                "state": "interrupted",
-            }  # its indexer died; the next run finishes the work
-        return BaseStatus(
-            name=self.name,
-            path=str(self.path),
-            kind=spec.kind,
-            state="Indexing" if indexing else "Waiting",
-            sources=self.store.source_infos(),
-            documents=counts["documents"],
-            chunks=counts["chunks"],
-            chunks_without_vector=counts["chunks"]
-            - self.store.chunks_with_vector(self.model_label),
-            kinds=self.store.kinds(),
-            embedding=self.model_label,
-            reranker=reranker,
-            chunk_size=spec.chunk_size,
-            last_indexing=last,
-            searches_per_day=self.store.search_counts(),
-            warnings=(
-                *(w for w in (self.language_warning(),) if w is not None),
-                *keyword.index_warnings(self.store),
-                *self._vector_warnings(counts["chunks"]),
-            ),
-        )
+        with self._pool.borrow() as store, store.snapshot():
+            spec = self._spec_of(store)
+            counts = store.counts()
+            reranker = registry.model_label(spec.reranker) if spec.reranker else None
+            last = store.last_run()
+            if last is not None and last["state"] == "running" and not indexing:
+                last = {**last, "state": "interrupted"}  # its indexer died; the next run goes on
+            return BaseStatus(
+                name=self.name,
+                path=str(self.path),
+                kind=spec.kind,
+                state="Indexing" if indexing else "Waiting",
+                sources=store.source_infos(),
+                documents=counts["documents"],
+                chunks=counts["chunks"],
+                chunks_without_vector=counts["chunks"] - store.chunks_with_vector(spec.model_label),
+                kinds=store.kinds(),
+                embedding=spec.model_label,
+                reranker=reranker,
+                chunk_size=spec.chunk_size,
+                last_indexing=last,
+                searches_per_day=store.search_counts(),
+                warnings=(
+                    *(w for w in (self._language_warning(store, spec),) if w is not None),
+                    *keyword.index_warnings(store),
+                    *self._vector_warnings(spec, counts["chunks"], store),
+                ),
+            )
 
-    def _vector_warnings(self, chunks: int) -> tuple[Warning, ...]:
+    def _vector_warnings(self, spec: BaseSpec, chunks: int, store: Store) -> tuple[Warning, ...]:
         """CHUNKS_WITHOUT_VECTORS while chunks wait for their vectors (found by words only),
         saying why when the embedding model cannot even load (not installed: how to install)."""
-        waiting = chunks - self.store.chunks_with_vector(self.model_label)
+        waiting = chunks - store.chunks_with_vector(spec.model_label)
         if waiting <= 0:
             return ()
         why = "found by words only until an index run reaches the embedding model"
         try:
-            self.embedder()
+            self._embedder_of(spec)
         except ModelError as exc:
             why = f"{exc.message}; found by words only until then"
         message = f"{waiting} of {chunks} chunks have no vector yet: {why}"
@@ -465,18 +557,55 @@ class Base:
 
     # -- languages --------------------------------------------------------------------------
 
+    @_usable
     def language_profile(self) -> languages.Profile:
         """The scripts and languages of a sample of the base's chunks, made again only when
         chunks were added or removed (a search of an unchanged base pays one cached check)."""
-        generation = self.store.chunks_generation()
+        with self._pool.borrow() as store:
+            return self._language_profile(store)
+
+    def _language_profile(self, store: Store) -> languages.Profile:
+        generation = store.chunks_generation()
         with self._languages_lock:
             if self._languages is None or self._languages[0] != generation:
-                sample = self.store.chunk_sample(LANGUAGE_SAMPLE_CHUNKS, LANGUAGE_SAMPLE_CHARS)
+                sample = store.chunk_sample(LANGUAGE_SAMPLE_CHUNKS, LANGUAGE_SAMPLE_CHARS)
                 self._languages = (generation, languages.profile_of(sample))
             return self._languages[1]
 
     def language_warning(self) -> Warning | None:
         """MODEL_LANGUAGE_MISMATCH when most of the base is text its embedding model does not
         read (languages.py); judged by the model's name, without loading or calling it."""
-        model = self.spec.embedding.get("model") or self.model_label
-        return languages.mismatch(self.language_profile(), model)
+        with self._pool.borrow() as store:
+            return self._language_warning(store, self._spec_of(store))
+
+    def _language_warning(self, store: Store, spec: BaseSpec) -> Warning | None:
+        model = spec.embedding.get("model") or spec.model_label
+        return languages.mismatch(self._language_profile(store), model)
+
+
+class _ThreadStore:
+    """Holds one thread's Store (in the Base's threading.local): when the thread ends, the
+    holder goes and its connection is closed with it."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        weakref.finalize(self, store.close)
+
+
+def _prefixes(spec: BaseSpec) -> tuple[str, str]:
+    embedding = spec.embedding
+    return prefixes_for(
+        embedding.get("model") or spec.model_label,
+        query_prefix=embedding.get("query_prefix"),
+        document_prefix=embedding.get("document_prefix"),
+    )
+
+
+def _leave_wal(store: Store) -> bool:
+    """Switch the base out of WAL mode, which SQLite does (deleting the -wal and -shm) only
+    while this is the one connection open to it; False when another one is."""
+    try:
+        mode = store.db.execute("PRAGMA journal_mode = DELETE").fetchone()
+    except apsw.Error:
+        return False
+    return mode is not None and str(mode[0]).lower() == "delete"

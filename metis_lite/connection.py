@@ -1,9 +1,13 @@
-"""A base file's connection policy: how every connection to it is opened, what a failed write
-means, and the lock that lets one indexer run at a time.
+"""A base file's connection policy: how every connection to it is opened, what a failed
+read or write means, and the lock that lets one indexer run at a time.
 
 One policy for every connection (apsw bestpractice): WAL mode, a busy timeout, foreign keys,
-the FTS5 tokenizer registered. A file is checked to be SQLite before SQLite opens it, and one
-that is damaged, read-only or another program's database is said as such (errors.py).
+the FTS5 tokenizer registered. Only SQLite opens a base, its -wal and its -shm: closing any
+other descriptor of a database file drops every POSIX lock the process holds on it, and another
+client (the `sqlite3` shell) may then checkpoint and delete the WAL under the process's own
+connections. So a file is recognised as a base by SQLite itself (`PRAGMA application_id`,
+APPLICATION_ID, and the `meta` table), never by reading its bytes, and one that is damaged,
+read-only or another program's database is said as such (errors.py).
 """
 
 from __future__ import annotations
@@ -11,65 +15,140 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
 import apsw
 
 from metis_lite import tokenizer
-from metis_lite.errors import BaseBusy, BaseReadOnly, DiskFull, NotABase, StoreError
+from metis_lite.errors import (
+    BaseBusy,
+    BaseDamaged,
+    BaseNotFound,
+    BaseReadOnly,
+    DiskFull,
+    NotABase,
+    StoreError,
+)
 
 BUSY_TIMEOUT_MS = 5_000
 """How long a statement waits for another connection's write to end before failing; a write
 transaction that cannot take the write lock within it fails as BASE_BUSY."""
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
+APPLICATION_ID = 0x4D455449
+"""`PRAGMA application_id` of every metis-lite base: the bytes "METI" (1296389193), set when a
+base is made, so `file BASE` and any SQLite client can tell a base from another program's
+database. A base made before it was set has 0 and is known by its `meta` table; it gets the id
+on its next write."""
 
 
-def connect(path: str | os.PathLike[str], *, readonly: bool = False) -> apsw.Connection:
+@dataclass(frozen=True)
+class Identity:
+    """What SQLite says a file is: its application id and whether it holds tables at all."""
+
+    application_id: int
+    objects: int
+    has_meta: bool
+
+    @property
+    def is_base(self) -> bool:
+        """A metis-lite base (by its id, or, made before the id, by its meta table)."""
+        if self.application_id == APPLICATION_ID:
+            return True
+        return self.application_id == 0 and self.has_meta
+
+    @property
+    def is_empty(self) -> bool:
+        return self.application_id == 0 and self.objects == 0
+
+
+def identify(connection: apsw.Connection) -> Identity:
+    """Read what the file is (the first read of a connection: a damaged file fails here)."""
+    row = connection.execute(
+        "SELECT (SELECT application_id FROM pragma_application_id),"
+        " (SELECT count(*) FROM sqlite_schema),"
+        " (SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'meta')"
+    ).fetchone()
+    assert row is not None  # an aggregate always returns a row
+    return Identity(int(row[0]), int(row[1]), bool(row[2]))
+
+
+def connect(
+    path: str | os.PathLike[str], *, readonly: bool = False, create: bool = True
+) -> apsw.Connection:
     """Open a connection with the base's policy (apsw bestpractice: WAL, busy timeout, FKs).
 
-    The schema is read first, so a damaged file says so. Only a base or a new file is put in
-    WAL mode, never another program's database. A base where nothing can be written (a
-    read-only file system, file or folder) is opened read-only, and immutable when no -wal
-    lies beside it (SQLite could not create the -shm it needs otherwise): it is still searched,
-    and writing to it fails as BASE_READ_ONLY.
+    Without `create`, a missing file is BASE_NOT_FOUND (SQLite is asked not to create it,
+    rather than told after a look that it is there). The file's identity is read first, so a
+    damaged file says so; only a base or a new file is put in WAL mode, never another program's
+    database. A base where nothing can be written (a read-only file system, file or folder) is
+    opened read-only, and immutable when SQLite cannot open it otherwise and no -wal lies
+    beside it (it could not create the -shm it needs): it is still searched, and writing to
+    it fails as BASE_READ_ONLY.
     """
     unwritable = not readonly and _unwritable(Path(path))
     readonly = readonly or unwritable
-    name, flags = str(path), apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
-    if readonly:
-        flags = apsw.SQLITE_OPEN_READONLY
-        if unwritable and not Path(f"{path}-wal").exists():
-            name = f"file:{quote(str(Path(path).resolve()))}?immutable=1"
-            flags |= apsw.SQLITE_OPEN_URI
+    flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE
+    if create and not readonly:
+        flags |= apsw.SQLITE_OPEN_CREATE
     try:
-        connection = apsw.Connection(name, flags=flags)
-        connection.set_busy_timeout(BUSY_TIMEOUT_MS)
-        row = connection.execute(
-            "SELECT count(*), count(*) FILTER (WHERE name = 'meta') FROM sqlite_schema"
-        ).fetchone()
-        assert row is not None  # count(*) always returns a row
-        objects, is_base = row
+        try:
+            connection = _open(str(path), flags)
+            identity = identify(connection)
+        except (apsw.CantOpenError, apsw.IOError):
+            if not unwritable or os.path.lexists(f"{path}-wal"):
+                raise
+            # SQLite could not make the -shm in a read-only folder, and no -wal holds commits
+            # the main file lacks: read the main file as it is.
+            immutable = f"file:{quote(str(Path(path).resolve()))}?immutable=1"
+            connection = _open(immutable, apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+            identity = identify(connection)
         tokenizer.register(connection)
         connection.execute("PRAGMA foreign_keys = ON")
-        if not readonly and (is_base or not objects):
+        if not readonly and (identity.is_base or identity.is_empty):
             connection.execute("PRAGMA journal_mode = WAL")
             connection.execute("PRAGMA synchronous = NORMAL")
     except apsw.NotADBError as exc:
-        raise NotABase(f"{path} is not a metis-lite base (not an SQLite file)") from exc
+        raise NotABase(
+            f"{path} is not a metis-lite base (not an SQLite file, or its first page is damaged)"
+        ) from exc
     except apsw.CorruptError as exc:
-        raise NotABase(f"{path} is damaged ({exc}): it cannot be read as a base") from exc
+        raise BaseDamaged(f"{path} is damaged ({exc}): it cannot be read as a base") from exc
     except apsw.ReadOnlyError as exc:
         raise BaseReadOnly(f"{path} is read-only: {exc}") from exc
-    except apsw.CantOpenError as exc:
-        if unwritable:
-            raise BaseReadOnly(
-                f"{path} is read-only and its -wal holds commits not yet in the file: open it "
-                "once where it can be written (or copy it with metis-lite copy)"
-            ) from exc
-        raise StoreError(f"cannot open {path}: {exc}") from exc
+    except (apsw.CantOpenError, apsw.IOError) as exc:
+        raise _open_failure(Path(path), exc, create=create, unwritable=unwritable) from exc
     return connection
+
+
+def _open(name: str, flags: int) -> apsw.Connection:
+    connection = apsw.Connection(name, flags=flags)
+    connection.set_busy_timeout(BUSY_TIMEOUT_MS)
+    return connection
+
+
+def _open_failure(path: Path, exc: apsw.Error, *, create: bool, unwritable: bool) -> StoreError:
+    """What SQLite's refusal to open `path` means (looked at only after it refused)."""
+    if path.is_dir():
+        return NotABase(f"{path} is a folder, not a base file")
+    if not create and not os.path.lexists(path):
+        return BaseNotFound(
+            f"no base at {path}: create it with `metis-lite index {path} FOLDER`"
+            f" (a memory base needs no folder: `metis-lite index {path} --kind memory`)"
+        )
+    if unwritable:
+        return BaseReadOnly(
+            f"{path} is read-only and its -wal holds commits not yet in the file: open it "
+            "once where it can be written (or copy it with metis-lite copy)"
+        )
+    if isinstance(exc, apsw.IOError) and os.path.lexists(f"{path}-shm"):
+        return StoreError(
+            f"cannot open {path}: {exc}. Was its -wal or -shm deleted while a process had it "
+            "open? Restart the processes that serve or index it: each folds the WAL it holds "
+            "into the base when it closes"
+        )
+    return StoreError(f"cannot open {path}: {exc}")
 
 
 def _unwritable(path: Path) -> bool:
@@ -78,6 +157,22 @@ def _unwritable(path: Path) -> bool:
     return path.is_file() and not (
         os.access(path, os.W_OK) and os.access(path.parent, os.W_OK | os.X_OK)
     )
+
+
+def damage(exc: BaseException, path: Path) -> BaseDamaged | None:
+    """BASE_DAMAGED for SQLite's word that a base's file is damaged (a read or write met a
+    malformed page, or the header was overwritten while it was open), else None."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, BaseDamaged):
+            return cause
+        if isinstance(cause, apsw.CorruptError | apsw.NotADBError):
+            return BaseDamaged(
+                f"{path} is damaged ({cause}): it cannot be read as a base; copies made "
+                "before the damage (metis-lite copy) still open"
+            )
+        cause = cause.__context__
+    return None
 
 
 def write_failure(exc: apsw.Error, path: Path) -> StoreError | None:
@@ -94,19 +189,7 @@ def write_failure(exc: apsw.Error, path: Path) -> StoreError | None:
         if isinstance(cause, apsw.ReadOnlyError):
             return BaseReadOnly(f"{path} is read-only: it can be searched, not written")
         cause = cause.__context__
-    return None
-
-
-def check_is_sqlite(path: Path) -> None:
-    if path.is_dir():
-        raise NotABase(f"{path} is a folder, not a base file")
-    try:
-        with path.open("rb") as handle:
-            head = handle.read(len(SQLITE_MAGIC))
-    except OSError as exc:
-        raise StoreError(f"cannot read {path}: {exc.strerror}") from exc
-    if head and head != SQLITE_MAGIC:
-        raise NotABase(f"{path} is not a metis-lite base (not an SQLite file)")
+    return damage(exc, path)
 
 
 class IndexerLock:
@@ -120,7 +203,7 @@ class IndexerLock:
 
     def acquire(self) -> None:
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         except OSError as exc:
             base = self.path.with_suffix("")
             if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
@@ -144,9 +227,10 @@ class IndexerLock:
 
     def held_elsewhere(self) -> bool:
         """True while another process indexes this base (the service's Indexing state)."""
-        if not self.path.exists():
-            return False
-        fd = os.open(self.path, os.O_RDONLY)
+        try:  # opened as it is: no look first that a removal could make stale
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return False  # no lock file (never indexed, or removed): nobody holds it
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -43,17 +43,21 @@ class VectorIndex:
         return len(self._row_of)
 
     def sync(self, store: Store) -> None:
-        """Bring the matrix up to date with the base: masks first, then appends."""
+        """Bring the matrix up to date with the base as `store` sees it: masks first, then
+        appends, read and applied under one hold of the lock, so two syncs never interleave
+        (one could otherwise apply an older read after a newer one, and bring back a removed
+        chunk's vector for good). Within a search's snapshot, the reads are of that snapshot;
+        a sync never moves the matrix back to an older one (its seqs only grow)."""
         with self._lock, store.db:  # one read snapshot for removals and additions
-            removed, self._removal_seq = store.removals_since(self._removal_seq)
-            ids, blob, self._vector_seq = store.vectors_since(self._vector_seq, self.model)
-        with self._lock:
+            removed, removal_seq = store.removals_since(self._removal_seq)
+            ids, blob, vector_seq = store.vectors_since(self._vector_seq, self.model)
             for chunk_id in removed:
                 row = self._row_of.pop(chunk_id, None)
                 if row is not None:
                     self._alive[row] = False
             if len(ids):
                 self._append(ids, blob)
+            self._removal_seq, self._vector_seq = removal_seq, vector_seq
             dead = self._size - len(self._row_of)
             if self._size and dead / self._size > COMPACT_DEAD_FRACTION:
                 self._compact()

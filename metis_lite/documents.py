@@ -58,8 +58,12 @@ def read_document(store: Store, source: str, path: str) -> DocumentFile:
     folder, kind = row
     if folder is None or kind not in MEDIA_TYPES:
         raise DocumentNotFound(f"{shown} is a note of the base, not a file")
+    if os.path.realpath(folder) != folder:
+        raise DocumentNotFound(
+            f"{shown} cannot be opened: its source folder is now a symlink, never followed"
+        )
     try:
-        fd, opened = open_inside(Path(folder) / path, os.path.realpath(folder))
+        fd, opened = open_inside(Path(folder) / path, folder)
     except Unreadable as exc:
         raise DocumentNotFound(f"{shown} cannot be opened: {exc.reason}") from None
     try:

@@ -6,6 +6,7 @@
     │   └── SourceOverlap           SOURCE_OVERLAP           409   2   (a folder inside another source)
     ├── StoreError                  STORE_ERROR              500   1
     │   ├── NotABase                NOT_A_BASE               400   1
+    │   ├── BaseDamaged             BASE_DAMAGED             409   1   (SQLite finds the file malformed)
     │   ├── SchemaTooNew            SCHEMA_TOO_NEW           409   1
     │   ├── BaseBusy                BASE_BUSY                409   4
     │   ├── BaseNotFound            BASE_NOT_FOUND           404   2
@@ -74,6 +75,14 @@ class StoreError(MetisError):
 class NotABase(StoreError):
     code = "NOT_A_BASE"
     status = 400
+
+
+class BaseDamaged(StoreError):
+    """A base whose file SQLite finds malformed (a damaged page, a truncated file): refused,
+    never written, until it is replaced by a copy made before the damage."""
+
+    code = "BASE_DAMAGED"
+    status = 409
 
 
 class SchemaTooNew(StoreError):

@@ -34,6 +34,9 @@ from metis_lite.settings import EMBED_BATCH
 from metis_lite.spec import BaseSpec
 from metis_lite.store import Store, StoredDocument
 
+SOURCE_IS_A_LINK = "SOURCE_IS_A_LINK"
+"""The warning of a run that found a source folder replaced by a symlink (never followed)."""
+
 Progress = Callable[[str, int, int], None]
 """progress(stage, done, total): stage is "files" or "vectors"."""
 
@@ -157,6 +160,11 @@ def _index_sources(
     folders = [(i, n, p) for i, n, p in store.sources() if p is not None]  # not the notes
     for source_id, source_name, folder in folders:
         root = Path(folder)
+        link = _linked(root)
+        if link is not None:
+            tally.skipped.append(Skip(f"{source_name}/", f"{link}; its documents are kept"))
+            tally.warnings.append(Warning(SOURCE_IS_A_LINK, f"{source_name}: {link}"))
+            continue
         if not root.is_dir():
             reason = "source folder is missing" if not root.exists() else "source is not a folder"
             tally.skipped.append(
@@ -176,7 +184,7 @@ def _index_sources(
                 )
             )
             continue
-        real_root = os.path.realpath(root)
+        real_root = str(root)  # real when added: a link swapped in later leads outside it
         try:
             files = walk(root, tally.skipped, source_name)
         except Unreadable as exc:
@@ -207,6 +215,20 @@ def _index_sources(
             if name not in present:
                 store.remove_document(document.id)
                 tally.removed += 1
+
+
+def _linked(root: Path) -> str | None:
+    """Why a source folder is not read because it, or a folder above it, is now a symlink
+    (it was a real folder when added, stored resolved): a link is never followed out of the
+    folder the base was given. None when its path is still its real path."""
+    real = os.path.realpath(root)
+    if real == str(root):
+        return None
+    what = "is now a symlink" if root.is_symlink() else "now lies behind a symlink"
+    return (
+        f"source folder {root} {what} (to {real}), which is never followed: remove the source "
+        "and add the folder it should read"
+    )
 
 
 def _covering(

@@ -1,19 +1,25 @@
 """Memories: facts that still hold come before facts a newer one replaced (spec, "Memories").
 
-A fact is a note of the base's own source `metis-<base>`: a document of kind `note` holding one
-chunk, embedded and indexed by words like any other, plus a row of `facts` saying when it was
-stated, its optional subject and key, and what replaced it. A newer fact with the same key
-replaces the one that held; a fact may also name the facts it replaces. Nothing is deleted.
+A fact is a note of the base's own notes source, named once when the base was made
+(`metis-<its file name then>`, recorded in `meta`: a copy, another file name or a NAME=PATH
+never make another): a document of kind `note` holding one chunk, embedded and indexed by words
+like any other, plus a row of `facts` saying when it was stated, its optional subject and key,
+and what replaced it. A newer fact with the same key replaces the one that held; a fact may also
+name the facts it replaces. Nothing is deleted. A replaced fact's `replaced_at` is when the fact
+that replaced it was stated.
 
 A fact is written in one transaction that takes the base's write lock before it reads which
 fact holds its key (Store.writing), so facts written at the same moment by several processes
 all succeed, one after another, and one fact holds per key. A fact stated in the future (past
 STATED_AT_FUTURE_TOLERANCE_S) is refused: it would hold its key against every later fact.
+Times are written 'YYYY-MM-DDTHH:MM:SSZ' with a four-digit year (1000 to 9999), so that their
+order as text is their order in time; an earlier year is refused.
 """
 
 from __future__ import annotations
 
 import hashlib
+import unicodedata
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
@@ -29,25 +35,36 @@ STATED_AT_FUTURE_TOLERANCE_S = 300
 """How far past this machine's clock a fact's stated_at may lie: clocks of the machines that
 post facts differ by seconds, rarely minutes. Later than that is refused."""
 
+YEAR_MIN = 1000
+"""The earliest year a fact may be stated in: every time has four digits, so text order is
+time order (a year 999 written '999-…' would sort after 2026)."""
+
+INVISIBLE = frozenset(("Cc", "Cf", "Cs", "Co", "Cn", "Zs", "Zl", "Zp"))
+"""Unicode categories that show nothing: controls (NUL), formats (zero-width space), surrogates,
+private use, unassigned, separators. Text made only of them is no fact, subject or key."""
+
 _TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
 
-def notes_source(base_name: str) -> str:
-    return f"metis-{base_name}"
+def visible(text: str) -> bool:
+    """True when the text holds at least one character a reader sees."""
+    return any(unicodedata.category(c) not in INVISIBLE for c in text)
+
+
+def _written(moment: datetime) -> str:
+    return f"{moment.year:04d}-{moment.strftime('%m-%dT%H:%M:%SZ')}"
 
 
 def _latest_allowed() -> str:
-    return (datetime.now(UTC) + timedelta(seconds=STATED_AT_FUTURE_TOLERANCE_S)).strftime(
-        _TIME_FORMAT
-    )
+    return _written(datetime.now(UTC) + timedelta(seconds=STATED_AT_FUTURE_TOLERANCE_S))
 
 
 def parse_time(value: str | None, *, now: datetime | None = None) -> str:
-    """An ISO 8601 time as UTC 'YYYY-MM-DDTHH:MM:SSZ' (now when None); InvalidRequest if bad
-    or later than now by more than STATED_AT_FUTURE_TOLERANCE_S."""
+    """An ISO 8601 time as UTC 'YYYY-MM-DDTHH:MM:SSZ' (now when None); InvalidRequest if bad,
+    before the year 1000 (in UTC), or later than now by more than STATED_AT_FUTURE_TOLERANCE_S."""
     now = now or datetime.now(UTC)
     if value is None:
-        return now.strftime(_TIME_FORMAT)
+        return _written(now)
     try:
         moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
         if moment.tzinfo is None:
@@ -55,12 +72,17 @@ def parse_time(value: str | None, *, now: datetime | None = None) -> str:
         moment = moment.astimezone(UTC)
     except (AttributeError, TypeError, ValueError, OverflowError):
         raise InvalidRequest(f"stated_at must be an ISO 8601 date or time, not {value!r}") from None
+    if moment.year < YEAR_MIN:
+        raise InvalidRequest(
+            f"stated_at {value!r} lies before the year {YEAR_MIN}: a fact's year is written "
+            f"with four digits, {YEAR_MIN} to 9999"
+        )
     if moment > now + timedelta(seconds=STATED_AT_FUTURE_TOLERANCE_S):
         raise InvalidRequest(
-            f"stated_at {moment.strftime(_TIME_FORMAT)} is in the future (now is "
-            f"{now.strftime(_TIME_FORMAT)}): a fact is stated when it is known"
+            f"stated_at {_written(moment)} is in the future (now is "
+            f"{_written(now)}): a fact is stated when it is known"
         )
-    return moment.strftime(_TIME_FORMAT)
+    return _written(moment)
 
 
 _FACT_COLUMNS = "id, text, stated_at, subject, key, replaced_by, replaced_at"
@@ -73,7 +95,6 @@ def _fact(row: Sequence[object]) -> Fact:
 def add_fact(
     store: Store,
     *,
-    base_name: str,
     text: str,
     stated_at: str | None = None,
     subject: str | None = None,
@@ -81,13 +102,15 @@ def add_fact(
     replaces: Sequence[int] = (),
 ) -> Fact:
     """Add a fact in one transaction (its note, chunk, words and replacements), or nothing."""
-    if not isinstance(text, str) or not text.strip():
-        raise InvalidRequest("a fact needs some text")
+    if not isinstance(text, str) or not visible(text):
+        raise InvalidRequest(
+            "a fact needs some text a reader can see (not only spaces or controls)"
+        )
     if len(text) > FACT_TEXT_MAX:
         raise InvalidRequest(f"a fact holds at most {FACT_TEXT_MAX:,} characters")
     for name, value in (("subject", subject), ("key", key)):
-        if value is not None and (not isinstance(value, str) or not value.strip()):
-            raise InvalidRequest(f"{name} must be non-empty text when given")
+        if value is not None and (not isinstance(value, str) or not visible(value)):
+            raise InvalidRequest(f"{name} must be text a reader can see when given")
     if isinstance(replaces, str | bytes) or not all(
         isinstance(i, int) and not isinstance(i, bool) for i in replaces
     ):
@@ -96,7 +119,7 @@ def add_fact(
     when = parse_time(stated_at)
     title = subject or "Fact"
     with store.writing():  # the write lock first: which fact holds the key cannot change
-        source_id = store.add_source(notes_source(base_name), None)
+        source_id = store.add_source(store.notes_source(), None)
         missing = store.missing_facts(replaces)
         if missing:
             raise InvalidRequest(f"fact {missing[0]} does not exist in this base")
@@ -133,6 +156,7 @@ def add_fact(
             subject=subject,
             key=key,
             replaced_by=born_replaced_by,
+            replaced_at=holder.stated_at if born_replaced_by and holder else None,
         )
         replaced = set(replaces)
         if holder is not None and born_replaced_by is None:

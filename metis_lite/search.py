@@ -12,6 +12,9 @@
 
 Each step times itself into `took`. What a step could not do becomes a warning, never a
 silent change; `mode: dense` without its model is refused (EMBEDDING_MODEL_UNAVAILABLE).
+Every read of one search is of one snapshot of the base (Base.search opens it on the store it
+hands in): a document indexed meanwhile is whole in it or absent, and a chunk the shared
+in-memory vectors hold that the snapshot lacks is dropped in Step 2.
 """
 
 from __future__ import annotations
@@ -161,7 +164,7 @@ def search(
     # Step 2. By meaning.
     dense_hits: list[Hit] = []
     if query is not None:
-        dense_hits = ctx.vectors.search(query, n, allowed=allowed)
+        dense_hits = _in_snapshot(ctx.store, ctx.vectors.search(query, n, allowed=allowed))
     took["dense"] = clock.lap() if query is not None else 0.0
 
     # Step 3. By words.
@@ -189,13 +192,15 @@ def search(
     order = fused
     reranker = _reranker(ctx, warnings) if rerank and fused else None
     if reranker is not None:
-        pool = fused[: rerank_count(top_k)]
-        rows = ctx.store.chunk_rows([hit.chunk_id for hit in pool])
+        candidates_ = fused[: rerank_count(top_k)]
+        rows = ctx.store.chunk_rows([hit.chunk_id for hit in candidates_])
+        pool = [hit for hit in candidates_ if hit.chunk_id in rows]  # never a chunk gone since
         try:
             scores = reranker.score(question, [_rerank_text(rows[h.chunk_id]) for h in pool])
             rerank_scores = {hit.chunk_id: float(s) for hit, s in zip(pool, scores, strict=True)}
             # Past the reranker's 50, the rest keep their fused order (only when top_k > 50).
-            order = sorted(pool, key=lambda hit: -rerank_scores[hit.chunk_id]) + fused[len(pool) :]
+            order = sorted(pool, key=lambda hit: -rerank_scores[hit.chunk_id])
+            order += fused[len(candidates_) :]
             reranked = True
         except ModelError as exc:
             warnings.append(
@@ -297,6 +302,17 @@ def _embed_question(ctx: SearchContext, question: str, mode: str, warnings: list
             )
         )
     return np.asarray(query, dtype=np.float32)
+
+
+def _in_snapshot(store: Store, hits: list[Hit]) -> list[Hit]:
+    """The hits whose chunk the search's snapshot holds, ranked again 1, 2, …: the vectors in
+    memory are shared by every search of the base and may already hold a chunk added after
+    this search's snapshot began, or still lack the removal of one."""
+    present = store.existing_chunks([hit.chunk_id for hit in hits])
+    if len(present) == len(hits):
+        return hits
+    kept = [hit for hit in hits if hit.chunk_id in present]
+    return [Hit(hit.chunk_id, hit.score, rank) for rank, hit in enumerate(kept, start=1)]
 
 
 def _reranker(ctx: SearchContext, warnings: list[Warning]) -> Reranker | None:

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from metis_lite.base import BaseStatus
+from metis_lite.errors import MetisError
 from metis_lite.ingest import IndexReport
 from metis_lite.records import Answer, Fact, Result, SourceInfo, Took
 
@@ -134,6 +135,11 @@ def status_to_json(status: BaseStatus) -> dict[str, Any]:
     out["sources"] = [{"name": s.name, "path": s.path} for s in status.sources]
     out["warnings"] = [{"code": w.code, "message": w.message} for w in status.warnings]
     return out
+
+
+def unavailable_to_json(name: str, error: MetisError) -> dict[str, Any]:
+    """A served base that cannot be used now (damaged, …): its name and its error."""
+    return {"name": name, "code": error.code, "message": error.message}
 
 
 def source_to_json(source: SourceInfo) -> dict[str, Any]:

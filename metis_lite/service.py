@@ -6,6 +6,10 @@ indexed by a background thread (on request and every `poll_s` seconds; `Base.ind
 incremental, so an idle pass is cheap), and answers a question from one base (`search`, an
 `Answer`) or from several (`search_many`, a `MultiAnswer`: multi.py's merge, on this
 service's thread pool).
+
+A base that cannot be used (damaged, another program's file, from a newer metis-lite) does not
+stop the service: the others are served, and every request naming it is answered with its
+error (BASE_DAMAGED …), as is every request to a base found damaged while served.
 """
 
 from __future__ import annotations
@@ -15,14 +19,24 @@ import re
 import sys
 import threading
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import apsw
 
 from metis_lite.base import Base, BaseStatus
-from metis_lite.errors import BaseBusy, BaseNotFound, InvalidRequest, MetisError
+from metis_lite.errors import (
+    BaseBusy,
+    BaseDamaged,
+    BaseNotFound,
+    InvalidRequest,
+    MetisError,
+    NotABase,
+    SchemaTooNew,
+    SpecInvalid,
+    StoreError,
+)
 from metis_lite.escapes import escape_controls
 from metis_lite.ingest import IndexReport
 from metis_lite.multi import SEARCH_THREADS, MultiAnswer, search_bases
@@ -39,6 +53,9 @@ STOP_WAIT_S = 5.0
 
 BASE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 """A base's name in URLs: letters, digits, '.', '_', '-'."""
+
+UNUSABLE = (BaseDamaged, NotABase, SchemaTooNew, SpecInvalid)
+"""Errors of a base file that cannot be used as it is: the service serves the other bases."""
 
 Log = Callable[[str], None]
 
@@ -173,29 +190,47 @@ def parse_base_arg(arg: str) -> tuple[str, Path]:
     return name, Path(path)
 
 
-def open_bases(args: Sequence[str]) -> dict[str, Base]:
-    """Open the bases named on the command line; each must exist (the service creates none)."""
+class OpenBases(dict[str, Base]):
+    """The bases named on the command line that opened, by name; `refused` holds the error of
+    each that could not be used, and `order` every name as given."""
+
+    def __init__(
+        self, opened: Mapping[str, Base], refused: Mapping[str, StoreError], order: Sequence[str]
+    ) -> None:
+        super().__init__(opened)
+        self.refused = dict(refused)
+        self.order = tuple(order)
+
+
+def open_bases(args: Sequence[str], *, log: Log | None = None) -> OpenBases:
+    """Open the bases named on the command line; each must exist (BASE_NOT_FOUND: the service
+    creates none). One that cannot be used (UNUSABLE) is logged and left out while another one
+    opens; when none opens, the first one's error is raised."""
     named: dict[str, Path] = {}
     for arg in args:
         name, path = parse_base_arg(arg)
         if name in named:
             raise InvalidRequest(f"two bases are named {name!r}: name one with NAME=PATH")
-        if not path.is_file():
-            raise InvalidRequest(
-                f"no base at {path}: create it first with `metis-lite index {path} FOLDER`"
-            )
         named[name] = path
     if not named:
         raise InvalidRequest("name at least one base to serve")
-    bases: dict[str, Base] = {}
+    opened: dict[str, Base] = {}
+    refused: dict[str, StoreError] = {}
     try:
         for name, path in named.items():
-            bases[name] = Base(path, name=name)
+            try:
+                opened[name] = Base(path, name=name)
+            except UNUSABLE as exc:
+                refused[name] = exc
     except BaseException:
-        for base in bases.values():
+        for base in opened.values():
             base.close()
         raise
-    return bases
+    if not opened:
+        raise next(iter(refused.values()))
+    for name, error in refused.items():
+        (log or log_stderr)(f"warning: base {name} is not served: {error.code}: {error.message}")
+    return OpenBases(opened, refused, tuple(named))
 
 
 class Service:
@@ -210,7 +245,9 @@ class Service:
         log: Log = log_stderr,
     ) -> None:
         self.bases = bases
-        self.names = tuple(bases)
+        self.refused: dict[str, StoreError] = dict(getattr(bases, "refused", {}))
+        """Bases named to be served that could not be used, with their error."""
+        self.names: tuple[str, ...] = getattr(bases, "order", (*bases, *self.refused))
         self.indexers = {name: Indexer(b, poll_s=poll_s, log=log) for name, b in bases.items()}
         self._pool = ThreadPoolExecutor(search_threads, thread_name_prefix="search")
 
@@ -227,8 +264,12 @@ class Service:
 
     def base(self, name: str) -> Base:
         base = self.bases.get(name)
+        """The open base of that name; its error for one named but not usable; BASE_NOT_FOUND."""
         if base is None:
             raise BaseNotFound(f"no base named {name!r} is served here")
+            refused = self.refused.get(name)
+            if refused is not None:
+                raise type(refused)(refused.message)
         return base
 
     # -- status and indexing --------------------------------------------------------------
@@ -241,6 +282,20 @@ class Service:
         return status
 
     def index_now(self, name: str) -> None:
+    def statuses(
+        self, names: Sequence[str]
+    ) -> tuple[list[BaseStatus], list[tuple[str, StoreError]]]:
+        """The status of each usable base of `names`, and the error of each that is not (one
+        refused at start, or found damaged since): one bad base never hides the others."""
+        found: list[BaseStatus] = []
+        unavailable: list[tuple[str, StoreError]] = []
+        for name in names:
+            try:
+                found.append(self.status(name))
+            except UNUSABLE as exc:
+                unavailable.append((name, exc))
+        return found, unavailable
+
         self.base(name)
         self.indexers[name].request()
 

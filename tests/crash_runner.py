@@ -120,8 +120,8 @@ def plant(options: argparse.Namespace) -> None:
 
     real_connect = connection.connect
 
-    def connect(path, *, readonly=False):
-        db = real_connect(path, readonly=readonly or options.readonly)
+    def connect(path, *, readonly=False, **kwargs):
+        db = real_connect(path, readonly=readonly or options.readonly, **kwargs)
         if options.max_page_count is not None:
             db.execute(f"PRAGMA max_page_count = {int(options.max_page_count)}")
         if options.autocheckpoint is not None:

@@ -5,7 +5,7 @@ reranker run here) and a base whose embedding model answered while it was indexe
 now, so each search of it falls back to words with the spec's warning. Screenshots of each page,
 at a desktop and a phone size, go to test-artifacts/console/ for a person to look at.
 
-Needs Debian's chromium and chromium-driver (scripts/install-browser); skipped without them.
+Needs Debian's chromium and chromium-driver (scripts/install-system); skipped without them.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from metis_lite.tokenizer import tokens
 
 pytestmark = pytest.mark.skipif(
     not available(),
-    reason="no chromium/chromedriver (run scripts/install-browser, Debian's apt-get)",
+    reason="no chromium/chromedriver (run scripts/install-system, Debian's apt-get)",
 )
 
 ARTIFACTS = ROOT / "test-artifacts" / "console"

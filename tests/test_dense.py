@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+import threading
+
 import numpy as np
 import pytest
 
@@ -145,3 +148,50 @@ def test_top_n_orders_highest_first():
     scores = np.array([0.1, 0.9, 0.5, 0.7], dtype=np.float32)
     assert top_n(scores, 2).tolist() == [1, 3]
     assert top_n(scores, 10).tolist() == [1, 3, 2, 0]
+
+
+def test_concurrent_syncs_beside_removals_never_keep_a_removed_chunks_vector(store, tmp_path):
+    """Two searches' syncs of one shared index, each on its own connection, while another
+    connection adds documents and removes them: once all is done, the index holds exactly
+    the vectors the base holds (a sync that read, let go, then applied after a newer sync
+    brought a removed chunk back for good)."""
+    rng = np.random.default_rng(7)
+    index = VectorIndex("m")
+    done = threading.Event()
+    errors: list[BaseException] = []
+
+    def syncing() -> None:
+        with Store(tmp_path / "b.db") as mine:
+            while not done.is_set():
+                try:
+                    index.sync(mine)
+                except BaseException as exc:  # noqa: BLE001 - reported below
+                    errors.append(exc)
+                    return
+
+    threads = [threading.Thread(target=syncing) for _ in range(3)]
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads take turns as often as they can: races show
+    for thread in threads:
+        thread.start()
+    try:
+        with Store(tmp_path / "b.db") as writer:
+            for n in range(150):
+                ids = add_document(writer, f"d{n}.md", 2)
+                writer.put_vectors("m", zip(ids, unit(rng, 2), strict=True))
+                if n >= 2:  # keep two documents, remove the one before them
+                    old = writer.db.execute(
+                        "SELECT id FROM documents WHERE path = ?", (f"d{n - 2}.md",)
+                    ).fetchone()
+                    writer.remove_document(old[0])
+    finally:
+        done.set()
+        for thread in threads:
+            thread.join()
+        sys.setswitchinterval(switch)
+    assert errors == []
+    index.sync(store)
+    held = {r[0] for r in store.db.execute("SELECT chunk_id FROM vectors WHERE model = 'm'")}
+    assert index.count == len(held) == 4
+    found = {h.chunk_id for h in index.search(unit(rng, 1)[0], 100)}
+    assert found == held

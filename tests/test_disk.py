@@ -164,6 +164,37 @@ def test_a_base_on_a_read_only_file_system_is_searched_and_not_written(tmpfs, tm
     check_consistent(base_file, expected_chunks(src, CHUNK_CHARS))
 
 
+def test_a_base_on_a_read_only_mount_is_served_beside_a_writable_one(tmpfs, tmp_path):
+    import httpx
+    from serving import serve, stop
+
+    for place, name in ((tmpfs, "frozen"), (tmp_path, "live")):
+        made = metis("index", place / f"{name}.db", corpus(tmp_path / name, 4), *WORDS_ONLY)
+        assert made.returncode in WORDS_ONLY_DONE, made.stderr
+        assert metis("remember", place / f"{name}.db", f"A fact of {name}.").returncode in (0, 3)
+    remount(tmpfs, "ro")
+    service = serve(tmp_path, str(tmpfs / "frozen.db"), str(tmp_path / "live.db"), "--poll", "0")
+    try:
+        with httpx.Client(base_url=service.url, timeout=60) as http:
+            asked = {"question": "word2", "mode": "keyword"}
+            found = {n: http.post(f"/v1/bases/{n}/search", json=asked) for n in ("frozen", "live")}
+            facts = {
+                n: http.post(f"/v1/bases/{n}/facts", json={"text": f"New {n}."})
+                for n in ("frozen", "live")
+            }
+            listed = http.get("/v1/bases").json()
+            frozen_facts = http.get("/v1/bases/frozen/facts").json()
+    finally:
+        stop(service)
+    assert all(r.status_code == 200 and r.json()["results"] for r in found.values())
+    assert facts["live"].status_code == 201
+    assert facts["frozen"].status_code == 409
+    assert facts["frozen"].json()["error"]["code"] == "BASE_READ_ONLY"
+    assert [b["name"] for b in listed["bases"]] == ["frozen", "live"]
+    assert frozen_facts["total"] == 1  # nothing written, nothing lost
+    assert "Traceback" not in service.output()
+
+
 def test_a_base_opened_read_only_says_so_and_still_answers(tmp_path):
     src = corpus(tmp_path / "src", 10)
     base_file = tmp_path / "b.db"
@@ -233,10 +264,73 @@ def test_a_file_that_is_not_a_base_is_refused_and_left_alone(tmp_path, make, com
     assert (target.read_bytes() if target.is_file() else None) == before
 
 
-@pytest.mark.parametrize("command", ["search", "status"])
-def test_a_damaged_base_file_is_refused_clearly(tmp_path, command):
-    base_file = small_base(tmp_path)
+DAMAGED_COMMANDS = {
+    "status": ("status", "{base}"),
+    "search": ("search", "{base}", "word1", "--mode", "keyword"),
+    "sources": ("sources", "{base}"),
+    "facts": ("facts", "{base}"),
+    "copy": ("copy", "{base}", "{tmp}/copy.db"),
+    "index": ("index", "{base}"),
+    "remember": ("remember", "{base}", "A fact."),
+    "eval-run": ("eval", "run", "{base}", "saved"),
+    "shell": ("shell", "{base}"),
+    "serve": ("serve", "{base}", "--port", "0"),
+    "mcp": ("mcp", "{base}"),
+}
+"""Every command that opens a base; the last three read stdin or serve, so they run in a
+process of their own (a command that wrongly started would be killed by the timeout)."""
+
+
+def truncate(base_file: Path) -> None:
     whole = base_file.read_bytes()
     base_file.write_bytes(whole[: len(whole) // 3])
-    args = {"search": (base_file, "word1", "--mode", "keyword"), "status": (base_file,)}
-    assert_refused(metis(command, *args[command]), "NOT_A_BASE")
+
+
+def garble_chunks(base_file: Path) -> None:
+    """Overwrite the first page of the chunks table (the file still opens: found when read)."""
+    with closing(sqlite3.connect(base_file)) as plain:
+        root = plain.execute("SELECT rootpage FROM sqlite_schema WHERE name = 'chunks'").fetchone()
+        page = plain.execute("PRAGMA page_size").fetchone()[0]
+    with base_file.open("r+b") as raw:
+        raw.seek((root[0] - 1) * page)
+        raw.write(b"\xa5" * page)
+
+
+@pytest.mark.parametrize("command", list(DAMAGED_COMMANDS))
+def test_a_damaged_base_file_is_refused_clearly_by_every_command(tmp_path, command):
+    base_file = small_base(tmp_path)
+    truncate(base_file)
+    before = base_file.read_bytes()
+    args = [a.format(base=base_file, tmp=tmp_path) for a in DAMAGED_COMMANDS[command]]
+    if command in ("shell", "serve", "mcp"):
+        run = subprocess.run(
+            [sys.executable, "-m", "metis_lite", *args],
+            input="SELECT count(*) FROM chunks;\n",
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=ROOT,
+        )
+    else:
+        run = metis(*args)
+    assert_refused(run, "BASE_DAMAGED")
+    assert run.stderr.count("\n") == 1, run.stderr  # one line
+    assert base_file.read_bytes() == before
+    assert not (tmp_path / "copy.db").exists()
+
+
+@pytest.mark.parametrize("command", ["search", "status", "copy"])
+def test_a_base_damaged_inside_is_refused_when_the_damage_is_read(tmp_path, command):
+    base_file = small_base(tmp_path)
+    garble_chunks(base_file)
+    before = base_file.read_bytes()
+    args = [a.format(base=base_file, tmp=tmp_path) for a in DAMAGED_COMMANDS[command]]
+    assert_refused(metis(*args), "BASE_DAMAGED")
+    assert base_file.read_bytes() == before
+
+
+def test_a_file_whose_first_page_was_overwritten_is_not_a_base(tmp_path):
+    base_file = small_base(tmp_path)
+    with base_file.open("r+b") as raw:
+        raw.write(b"\0" * 100)  # the SQLite header: nothing says what the file was
+    assert_refused(metis("status", base_file), "NOT_A_BASE")

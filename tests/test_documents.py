@@ -74,6 +74,17 @@ def test_a_folder_swapped_for_a_link_outside_is_refused(indexed, tmp_path):
         read_document(base.store, "docs", "policies/leave.md")
 
 
+def test_a_source_folder_swapped_for_a_link_is_never_followed(indexed, tmp_path):
+    base, docs, _ = indexed
+    outside = tmp_path / "elsewhere"
+    (outside / "policies").mkdir(parents=True)
+    (outside / "policies" / "leave.md").write_text("not the indexed file\n", encoding="utf-8")
+    docs.rename(tmp_path / "docs-moved")
+    docs.symlink_to(outside)  # every path inside now leads inside the link's target
+    with pytest.raises(DocumentNotFound, match="source folder is now a symlink"):
+        read_document(base.store, "docs", "policies/leave.md")
+
+
 def test_a_pipe_in_place_of_the_file_is_refused_without_blocking(indexed):
     base, docs, _ = indexed
     target = docs / "notes.txt"

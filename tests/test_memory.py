@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import sqlite3
+from contextlib import closing
+
 import pytest
+from conftest import words_only_base
 from test_rerank import RerankServer
 
+from metis_lite.backup import copy_base
 from metis_lite.base import Base
+from metis_lite.connection import APPLICATION_ID
 from metis_lite.errors import InvalidRequest
 from metis_lite.records import Filters
 
@@ -128,11 +134,30 @@ def test_an_older_fact_imported_later_is_born_replaced(team):
     assert [f.text for f in current] == ["Ana works on the search team now."]
 
 
+def test_a_late_import_is_replaced_at_the_time_the_fact_replacing_it_was_stated(team):
+    holder = next(f for f in team.facts(holding=True)[0] if f.key == "ana/work")
+    late = team.remember(
+        "Ana works on the invoicing service.", stated_at="2026-01-15", key="ana/work"
+    )
+    assert late.replaced_by == holder.id
+    assert late.replaced_at == holder.stated_at == "2026-10-01T00:00:00Z"
+    newer = team.remember("Ana works on the ranking team.", stated_at="2026-11-20", key="ana/work")
+    replaced = next(f for f in team.facts()[0] if f.id == holder.id)
+    assert (replaced.replaced_by, replaced.replaced_at) == (newer.id, "2026-11-20T00:00:00Z")
+
+
 @pytest.mark.parametrize(
     "kwargs, message",
     [
         ({"text": ""}, "needs some text"),
         ({"text": "   "}, "needs some text"),
+        ({"text": "\x00\x00"}, "needs some text"),  # NUL only: nothing a reader sees
+        ({"text": "\u200b\u2028\x1b"}, "needs some text"),  # zero-width, separator, ESC
+        ({"text": "x", "subject": "\x00"}, "subject"),
+        ({"text": "x", "key": "\u200b"}, "key"),
+        ({"text": "x", "stated_at": "0999-06-01"}, "year 1000"),
+        ({"text": "x", "stated_at": "0001-01-01T00:00:00Z"}, "year 1000"),
+        ({"text": "x", "stated_at": "1000-01-01T00:30:00+01:00"}, "year 1000"),  # 999 in UTC
         ({"text": "x", "replaces": [999]}, "does not exist"),
         ({"text": "x", "stated_at": "last tuesday"}, "ISO 8601"),
         ({"text": "x", "key": ""}, "key"),
@@ -210,3 +235,80 @@ def test_facts_over_http_are_found_by_the_next_search(team, tmp_path):
             assert client.get("/v1/bases/team/facts").json()["total"] == 8  # nothing half-written
     finally:
         stop_server(server)
+
+
+def words_memory(path):
+    base = words_only_base(path)
+    base.configure(kind="memory")
+    return base
+
+
+def test_years_have_four_digits_and_order_as_they_read(tmp_path):
+    with words_memory(tmp_path / "years.db") as base:
+        first = base.remember("Founded.", stated_at="1000-01-01", key="k")
+        assert first.stated_at == "1000-01-01T00:00:00Z"
+        later = base.remember("Moved.", stated_at="1999-12-31T23:00:00-02:00", key="k")
+        assert later.stated_at == "2000-01-01T01:00:00Z" and later.holds
+        assert not next(f for f in base.facts()[0] if f.id == first.id).holds
+
+
+def notes_sources(path) -> list[str]:
+    with closing(sqlite3.connect(path)) as plain:
+        return [r[0] for r in plain.execute("SELECT name FROM sources WHERE path IS NULL")]
+
+
+def test_the_notes_source_is_named_once_when_the_base_is_made(tmp_path):
+    with words_memory(tmp_path / "team.db") as base:
+        base.remember("Made as team.db.")
+    copy_base(tmp_path / "team.db", tmp_path / "real-copy.db")
+    (tmp_path / "team.db").rename(tmp_path / "renamed.db")
+    for path, name in (
+        (tmp_path / "real-copy.db", None),
+        (tmp_path / "renamed.db", None),
+        (tmp_path / "renamed.db", "docs"),  # NAME=PATH
+    ):
+        with Base(path, name=name) as base:
+            fact = base.remember(f"Written through {path.name} as {name}.")
+            assert base.notes_source == "metis-team"
+            found = base.search("Written", mode="keyword", filters=Filters(sources=("metis-team",)))
+            assert fact.id in {r.fact.id for r in found.results if r.fact}
+        assert notes_sources(path) == ["metis-team"]
+
+
+def test_several_notes_sources_of_an_older_base_are_joined_on_its_next_write(tmp_path):
+    """A base written by older versions under three names: as `team`, as `copy` after a copy,
+    as `docs` through NAME=PATH. Built by hand: facts moved to the sources those versions
+    made, and the recorded name removed."""
+    path = tmp_path / "team.db"
+    with words_memory(path) as base:
+        for n in range(6):
+            base.remember(f"Old fact {n}.", key=f"k{n % 2}")
+    with closing(sqlite3.connect(path)) as plain, plain:
+        for name, docs in (
+            ("metis-copy", "facts/3', 'facts/4"),
+            ("metis-docs", "facts/5', 'facts/6"),
+        ):
+            plain.execute(
+                "INSERT INTO sources (name, path, added_at) VALUES (?, NULL, 'x')", (name,)
+            )
+            plain.execute(
+                f"UPDATE documents SET source_id = (SELECT id FROM sources WHERE name = ?)"
+                f" WHERE path IN ('{docs}')",
+                (name,),
+            )
+        plain.execute("DELETE FROM meta WHERE key = 'notes_source'")
+        plain.execute("PRAGMA application_id = 0")
+    assert sorted(notes_sources(path)) == ["metis-copy", "metis-docs", "metis-team"]
+    with Base(path, name="docs") as base:
+        assert len(base.search("Old fact", mode="keyword").results) == 6  # read as it is
+        base.remember("The next write.")
+        assert [s.name for s in base.sources()] == ["metis-team"]
+        facts, total = base.facts()
+        assert total == 7 and {f.text for f in facts} >= {f"Old fact {n}." for n in range(6)}
+        holding = {f.key: f.text for f in base.facts(holding=True)[0] if f.key}
+        assert holding == {"k0": "Old fact 4.", "k1": "Old fact 5."}
+        found = base.search("fact", mode="keyword", filters=Filters(sources=("metis-team",)))
+        assert len(found.results) == 7
+    with closing(sqlite3.connect(path)) as plain:
+        assert plain.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+        assert plain.execute("PRAGMA integrity_check").fetchall() == [("ok",)]

@@ -179,3 +179,29 @@ def test_a_memory_needs_no_folder_and_says_so(tmp_path):
     missing = cli("remember", str(tmp_path / "none.db"), "A fact")
     assert missing.returncode == 2
     assert "--kind memory" in missing.stderr and not (tmp_path / "none.db").exists()
+
+
+@pytest.mark.parametrize("where", ["the folder", "a folder above it"])
+def test_a_source_folder_that_became_a_symlink_is_refused_and_never_followed(tmp_path, where):
+    outside = tmp_path / "outside"
+    write(outside / "docs", "secret.md", "# Secret\n\nThe combination is 4711.\n")
+    write(outside / "docs", "intro.md", "# Intro\n\nThe wombat lives elsewhere.\n")
+    docs = tmp_path / "tree" / "docs"
+    write(docs, "intro.md", "# Intro\n\nThe wombat lives here.\n")
+    with words_only_base(tmp_path / "b.db", docs) as base:
+        assert base.index().added == 1
+        swapped = docs if where == "the folder" else docs.parent
+        swapped.rename(tmp_path / "moved")
+        swapped.symlink_to(outside if where == "a folder above it" else outside / "docs")
+        report = base.index()
+        assert [w.code for w in report.warnings if w.code == "SOURCE_IS_A_LINK"] == [
+            "SOURCE_IS_A_LINK"
+        ]
+        assert [s.path for s in report.skipped] == ["docs/"]
+        assert "never followed" in report.skipped[0].reason
+        assert (report.added, report.removed) == (0, 0)  # its documents are kept
+        assert not base.search("combination", mode="keyword").results
+        found = base.search("wombat", mode="keyword").results
+        assert [r.text for r in found] == ["The wombat lives here."]
+    run = cli("index", str(tmp_path / "b.db"))
+    assert "SOURCE_IS_A_LINK" in run.stderr and "Traceback" not in run.stderr

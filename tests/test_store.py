@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
+from contextlib import closing
 
+import apsw
 import numpy as np
 import pytest
 from conftest import words_only_base
@@ -255,3 +258,117 @@ def test_a_write_takes_the_lock_first_and_is_whole_or_absent(tmp_path, monkeypat
     assert store.spec()["x"] == 2
     other.close()
     store.close()
+
+
+# -- a base is known by SQLite itself; an older one is brought up to date whole or not at all
+
+
+def pragma(path, name):
+    with closing(sqlite3.connect(path)) as plain:
+        return plain.execute(f"PRAGMA {name}").fetchone()[0]
+
+
+def test_a_new_base_carries_the_application_id_and_a_foreign_one_is_refused(tmp_path):
+    make(tmp_path).close()
+    assert pragma(tmp_path / "b.db", "application_id") == connection.APPLICATION_ID
+    other = tmp_path / "other.db"
+    with closing(sqlite3.connect(other)) as plain, plain:  # another program's, with a meta table
+        plain.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
+        plain.execute("INSERT INTO meta VALUES ('schema_version', '2')")
+        plain.execute("PRAGMA application_id = 1234")
+    before = other.read_bytes()
+    with pytest.raises(NotABase, match="another program"):
+        Store(other)
+    assert other.read_bytes() == before
+    assert pragma(other, "journal_mode") == "delete"  # never switched to WAL
+
+
+def older_base(tmp_path, *, drop=("facts", "eval_runs", "eval_sets")):
+    """A base as an older metis-lite left it: no application id, no notes source recorded,
+    and without the tables added since."""
+    path = tmp_path / "old.db"
+    with words_only_base(path) as base:
+        base.remember("A fact of the older base.")
+    with closing(sqlite3.connect(path)) as plain, plain:
+        plain.execute("PRAGMA application_id = 0")
+        plain.execute("DELETE FROM meta WHERE key = 'notes_source'")
+        for table in drop:
+            plain.execute(f"DROP TABLE {table}")
+    return path
+
+
+def test_an_older_base_is_read_without_a_write_and_gets_its_id_with_the_next(tmp_path):
+    path = older_base(tmp_path, drop=())
+    with Store(path) as store:
+        assert store.counts()["documents"] == 1
+    assert pragma(path, "application_id") == 0  # reading writes nothing
+    with Store(path) as store:
+        store.count_searches(1)
+    assert pragma(path, "application_id") == connection.APPLICATION_ID
+    with closing(sqlite3.connect(path)) as plain:
+        meta = dict(plain.execute("SELECT key, value FROM meta"))
+    assert meta["notes_source"] == "metis-old"
+
+
+def test_an_older_base_gets_its_new_tables_in_one_transaction_when_opened(tmp_path):
+    path = older_base(tmp_path)
+    with Base(path) as base:
+        assert base.facts() == ([], 0)  # the table is there now, empty (the fact went with it)
+        base.remember("A fact after the upgrade.")
+        assert base.facts()[1] == 1
+    with closing(sqlite3.connect(path)) as plain:
+        tables = {r[0] for r in plain.execute("SELECT name FROM sqlite_schema")}
+    assert {"facts", "facts_by_key", "eval_sets", "eval_runs"} <= tables
+
+
+def test_an_older_base_that_cannot_be_written_is_searched_as_it_is(tmp_path, monkeypatch):
+    path = older_base(tmp_path)
+    before = path.read_bytes()
+    real = connection.connect
+    monkeypatch.setattr(
+        connection, "connect", lambda p, **kw: real(p, **{**kw, "readonly": True, "create": False})
+    )
+    with Base(path) as base:
+        assert base.facts() == ([], 0)  # the table it lacks reads as empty
+        assert [r.citation.kind for r in base.search("fact", mode="keyword").results] == ["note"]
+        assert base.status().documents == 1
+        with pytest.raises(StoreError) as refused:
+            base.remember("Cannot be written.")
+        assert refused.value.code == "BASE_READ_ONLY"
+    assert path.read_bytes() == before  # never half-upgraded: not written at all
+
+
+def test_an_older_base_whose_upgrade_waits_on_a_writer_is_busy_and_untouched(tmp_path, monkeypatch):
+    path = older_base(tmp_path)
+    monkeypatch.setattr(connection, "BUSY_TIMEOUT_MS", 200)
+    writer = apsw.Connection(str(path))  # SQLite's locks hold between connections of one
+    try:  # library: Python's sqlite3 in this process would not hold them against apsw
+        writer.execute("BEGIN IMMEDIATE; CREATE TABLE mine (x)")
+        with pytest.raises(BaseBusy, match="nothing was written"):
+            Store(path)
+        writer.execute("ROLLBACK")
+    finally:
+        writer.close()
+    with closing(sqlite3.connect(path)) as plain:
+        tables = {r[0] for r in plain.execute("SELECT name FROM sqlite_schema")}
+    assert not tables & {"facts", "eval_sets", "eval_runs", "mine"}
+
+
+def test_a_lock_file_removed_while_the_service_looks_is_no_error(tmp_path):
+    make(tmp_path).close()
+    lock = IndexerLock(tmp_path / "b.db")
+    stop = threading.Event()
+
+    def churn() -> None:
+        while not stop.is_set():
+            lock.path.touch()
+            lock.path.unlink(missing_ok=True)
+
+    remover = threading.Thread(target=churn)
+    remover.start()
+    try:
+        looks = [IndexerLock(tmp_path / "b.db").held_elsewhere() for _ in range(2_000)]
+    finally:
+        stop.set()
+        remover.join()
+    assert not any(looks)

@@ -185,13 +185,13 @@ def test_a_full_disk_while_writing_a_fact_is_disk_full_and_nothing_is_half_writt
     real_connect = connection.connect
 
     def capped(path, **kwargs):
-        connection = real_connect(path, **kwargs)
-        connection.execute(f"PRAGMA max_page_count = {pages}")
-        return connection
+        db = real_connect(path, **kwargs)
+        db.execute(f"PRAGMA max_page_count = {pages}")
+        return db
 
     monkeypatch.setattr(connection, "connect", capped)
-    with pytest.raises(DiskFull) as full:
-        team.remember("A long fact. " * 700, key="k")
+    with Base(team.path) as full_disk, pytest.raises(DiskFull) as full:  # every connection capped
+        full_disk.remember("A long fact. " * 700, key="k")
     assert full.value.code == "DISK_FULL"
     monkeypatch.undo()
     assert [f.text for f in team.facts()[0]] == ["A first fact."]

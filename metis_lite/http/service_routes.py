@@ -61,6 +61,7 @@ from metis_lite.serialize import (
     multi_answer_to_json,
     source_to_json,
     status_to_json,
+    unavailable_to_json,
 )
 from metis_lite.service import Service
 
@@ -195,7 +196,7 @@ class ServiceApp:
     def _base(self, grant: Grant, name: str) -> str:
         """A base the token may use: FORBIDDEN for another's (whether or not it exists)."""
         may(grant, name)
-        if name not in self.service.bases:
+        if name not in self.service.names:
             raise BaseNotFound(f"no base named {name!r} is served here")
         return name
 
@@ -206,8 +207,11 @@ class ServiceApp:
 
     def list_bases(self, request: Request, grant: Grant) -> Response:
         visible = [name for name in self.service.names if grant.allows(name)]
-        statuses = [status_to_json(self.service.status(name)) for name in visible]
-        return json_response(200, {"bases": statuses})
+        statuses, unavailable = self.service.statuses(visible)
+        body: dict[str, Any] = {"bases": [status_to_json(status) for status in statuses]}
+        if unavailable:  # a damaged base is named with its error; the others answer as ever
+            body["unavailable"] = [unavailable_to_json(name, exc) for name, exc in unavailable]
+        return json_response(200, body)
 
     def search_base(self, request: Request, grant: Grant, name: str) -> Response:
         self._base(grant, name)

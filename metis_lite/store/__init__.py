@@ -14,6 +14,7 @@ The Store is one class made of a part per concern, each a module of this package
     vectors.py    vectors and what changed since a reader looked
     facts.py      facts and saved evaluations
     runs.py       the spec, indexing runs, search counts
+    pool.py       a bounded pool of Stores, lent to one borrower at a time (Base uses it)
 """
 
 from __future__ import annotations
@@ -48,8 +49,12 @@ __all__ = [
 class Store(FactsMixin, DocumentsMixin, ReadingMixin, VectorsMixin, RunsMixin, SchemaMixin):
     """One connection to one base file, and the operations on it."""
 
-    def __init__(self, path: str | os.PathLike[str], *, create: bool = False) -> None:
-        self._open(path, create)
+    def __init__(
+        self, path: str | os.PathLike[str], *, create: bool = False, readonly: bool = False
+    ) -> None:
+        """Open the base at `path` (BASE_NOT_FOUND unless `create`); `readonly` opens it so
+        that nothing, not even an older base's upgrade, is written (a copy's source)."""
+        self._open(path, create=create and not readonly, readonly=readonly)
 
     def __enter__(self) -> Store:
         return self

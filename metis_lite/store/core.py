@@ -45,6 +45,7 @@ class StoreCore:
     path: Path
     db: apsw.Connection
     _depth: int  # write transactions open on this connection (writing())
+    _upgrade_due: bool  # an older base: its first write brings it up to date (_upgrade)
 
     def close(self) -> None:
         self.db.close()
@@ -56,11 +57,34 @@ class StoreCore:
         self.close()
 
     @contextmanager
-    def writing(self) -> Iterator[None]:
+    def snapshot(self) -> Iterator[None]:
+        """One read transaction: every read inside sees the base as it was when the block
+        began, whatever other connections commit meanwhile (WAL readers never wait for a
+        writer). Inside an open transaction it is that transaction's."""
+        if self.db.in_transaction:
+            yield
+            return
+        self.db.execute("BEGIN DEFERRED")
+        try:
+            one(self.db.execute("SELECT count(*) FROM sqlite_schema"))  # the snapshot starts here
+            yield
+        except BaseException:
+            self._rollback()
+            raise
+        if self.db.in_transaction:
+            try:
+                self.db.execute("COMMIT")
+            except BaseException:
+                self._rollback()
+                raise
+
+    @contextmanager
+    def writing(self, *, wait: bool = True) -> Iterator[None]:
         """One write transaction that takes the write lock before it reads anything (BEGIN
         IMMEDIATE), so no other writer's commit can make what it read stale; waits for another
         writer up to the busy timeout (then BASE_BUSY). Inside an open transaction it is a
-        savepoint of it. A full disk or a read-only base is said as such."""
+        savepoint of it. Without `wait`, BASE_BUSY at once when another connection holds the
+        write lock. A full disk or a read-only base is said as such."""
         try:
             if self._depth or self.db.in_transaction:
                 self._depth += 1
@@ -70,9 +94,12 @@ class StoreCore:
                 finally:
                     self._depth -= 1
                 return
-            self._begin()
+            self._begin() if wait else self._begin_now()
             self._depth = 1
+            upgraded = self._upgrade_due
             try:
+                if upgraded:
+                    self._upgrade()
                 yield
             except BaseException:
                 self._rollback()
@@ -84,6 +111,8 @@ class StoreCore:
             except apsw.Error:
                 self._rollback()
                 raise
+            if upgraded:
+                self._upgrade_due = False
         except apsw.Error as exc:
             failure = policy.write_failure(exc, self.path)
             if failure is None:
@@ -94,6 +123,9 @@ class StoreCore:
 
     def _begin(self) -> None:
         deadline = time.monotonic() + policy.BUSY_TIMEOUT_MS / 1000
+        self.db.set_busy_timeout(
+            policy.BUSY_TIMEOUT_MS
+        )  # the policy now, on a long-open connection
         while True:
             try:
                 self.db.execute("BEGIN IMMEDIATE")  # the busy timeout applies here
@@ -105,6 +137,19 @@ class StoreCore:
                         f"{policy.BUSY_TIMEOUT_MS / 1000:g} s; nothing was written, try again"
                     ) from exc
                 time.sleep(random.uniform(*BUSY_RETRY_S))
+
+    def _begin_now(self) -> None:
+        """BEGIN IMMEDIATE without waiting: BASE_BUSY when the write lock is taken."""
+        self.db.set_busy_timeout(0)
+        try:
+            self.db.execute("BEGIN IMMEDIATE")
+        except apsw.BusyError as exc:
+            raise BaseBusy(f"{self.path}: another connection is writing") from exc
+        finally:
+            self.db.set_busy_timeout(policy.BUSY_TIMEOUT_MS)
+
+    def _upgrade(self) -> None:
+        """What an older base lacks, written inside its first write transaction (schema.py)."""
 
     def _rollback(self) -> None:
         """Roll back what is open; SQLite may have rolled back already (SQLITE_FULL)."""

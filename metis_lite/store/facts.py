@@ -38,7 +38,10 @@ class FactsMixin(SchemaMixin):
         subject: str | None,
         key: str | None,
         replaced_by: int | None,
+        replaced_at: str | None,
     ) -> None:
+        """A new fact; one born replaced (an older fact imported late) says by which fact, and
+        `replaced_at` when that fact was stated."""
         with self._transaction():
             self.db.execute(
                 "INSERT INTO facts (id, document_id, text, stated_at, subject, key, replaced_by,"
@@ -51,7 +54,7 @@ class FactsMixin(SchemaMixin):
                     subject,
                     key,
                     replaced_by,
-                    stated_at if replaced_by else None,
+                    replaced_at if replaced_by else None,
                 ),
             )
 

@@ -47,6 +47,14 @@ class ReadingMixin(StoreCore):
             for r in rows
         }
 
+    def existing_chunks(self, ids: Sequence[int]) -> set[int]:
+        """Those of the chunk ids the base holds (one primary-key lookup each)."""
+        if not ids:
+            return set()
+        marks = ",".join("?" * len(ids))
+        rows = self.db.execute(f"SELECT id FROM chunks WHERE id IN ({marks})", tuple(ids))
+        return {row[0] for row in rows}
+
     def data_version(self) -> int:
         """Changes when another connection commits (PRAGMA data_version)."""
         return int(one(self.db.execute("PRAGMA data_version"))[0])

@@ -58,18 +58,21 @@ class RunsMixin(StoreCore):
 
     # -- search counts ----------------------------------------------------------------------
 
-    def count_searches(self, searches: int) -> None:
-        """Add to today's count of searches (never what was asked)."""
+    def count_searches(self, searches: int, *, wait: bool = True) -> bool:
+        """Add to today's count of searches (never what was asked). Without `wait`, only
+        when no other connection is writing; returns whether the count was written (a full
+        disk or a read-only base keep it out too: a count is not worth failing a search for)."""
         day = datetime.now(UTC).strftime("%Y-%m-%d")
         try:
-            with self._transaction():
+            with self.writing(wait=wait):
                 self.db.execute(
                     "INSERT INTO search_counts (day, searches) VALUES (?, ?)"
                     " ON CONFLICT (day) DO UPDATE SET searches = searches + excluded.searches",
                     (day, searches),
                 )
         except (apsw.BusyError, BaseBusy, BaseReadOnly, DiskFull):
-            pass  # a count is not worth failing or delaying a search for
+            return False
+        return True
 
     def search_counts(self, days: int = 30) -> dict[str, int]:
         rows = self.db.execute(

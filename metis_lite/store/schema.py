@@ -1,8 +1,12 @@
-"""A base's schema: opening the file as a base, upgrading an older one, its words index.
+"""A base's schema: opening a file as a base, bringing an older one up to date, its words index.
 
-The DDL is schema.sql (repository root, packaged inside metis_lite); a base records its
-schema version in `meta`. A newer version is refused (SCHEMA_TOO_NEW); tables added since an
-older base was made are created on open when the base can be written.
+The DDL is schema.sql (repository root, packaged inside metis_lite); a base records its schema
+version and the name of its notes source in `meta`, and carries connection.APPLICATION_ID.
+A newer version is refused (SCHEMA_TOO_NEW). An older base is brought up to date in one
+transaction, never in part: the tables added since it was made when it opens (waiting for
+another writer up to the busy timeout, then BASE_BUSY), its application id and one notes
+source (several, made by older versions under other names, are joined) with its next write.
+A base that cannot be written is searched as it is: a table it lacks reads as empty.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import apsw
 
 from metis_lite import connection as policy
 from metis_lite import tokenizer
-from metis_lite.errors import BaseNotFound, NotABase, SchemaTooNew, StoreError
+from metis_lite.errors import BaseReadOnly, NotABase, SchemaTooNew, StoreError
 from metis_lite.store.core import StoreCore, now_iso, one
 
 SCHEMA_VERSION = 2
@@ -25,7 +29,11 @@ SCHEMA_VERSION = 2
 1 is read as it is, and `index` rebuilds its words index (rebuild_words) and records 2: code
 that knows only version 1 then refuses the base, rather than write words by its old rules."""
 
+NOTES_PREFIX = "metis-"
+"""A base's notes source is named metis-<the file's name when the base was made>."""
+
 _SCHEMA_OBJECT = re.compile(r"CREATE (?:VIRTUAL TABLE|TABLE|INDEX|TRIGGER) IF NOT EXISTS (\w+)")
+_TABLE = re.compile(r"CREATE (VIRTUAL TABLE|TABLE) IF NOT EXISTS (\w+)\b[^;]*;")
 
 
 def schema_sql() -> str:
@@ -44,31 +52,35 @@ def statement(name: str) -> str:
     return match.group()
 
 
+def notes_name(path: Path) -> str:
+    return f"{NOTES_PREFIX}{path.stem}"
+
+
 class SchemaMixin(StoreCore):
     """Opening a base (or making one), its schema version, its words index."""
 
-    def _open(self, path: str | os.PathLike[str], create: bool) -> None:
+    def _open(self, path: str | os.PathLike[str], *, create: bool, readonly: bool) -> None:
         self.path = Path(path)
         self._depth = 0
-        if not self.path.exists() and not create:
-            raise BaseNotFound(
-                f"no base at {self.path}: create it with `metis-lite index {self.path} FOLDER`"
-                f" (a memory base needs no folder: `metis-lite index {self.path} --kind memory`)"
-            )
-        if self.path.exists():
-            policy.check_is_sqlite(self.path)
-        self.db = policy.connect(self.path)
+        self._upgrade_due = False
+        self.db = policy.connect(self.path, create=create, readonly=readonly)
         try:
             self._ensure_schema(create)
+        except apsw.Error as exc:
+            self.db.close()
+            raise policy.damage(exc, self.path) or StoreError(f"{self.path}: {exc}") from exc
         except BaseException:
             self.db.close()
             raise
 
     def _ensure_schema(self, create: bool) -> None:
-        has_meta = self.db.execute(
-            "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'meta'"
-        ).fetchone()
-        if has_meta:
+        identity = policy.identify(self.db)
+        if identity.application_id not in (0, policy.APPLICATION_ID):
+            raise NotABase(
+                f"{self.path} is another program's SQLite file (application_id "
+                f"{identity.application_id:#x}), not a metis-lite base"
+            )
+        if identity.has_meta:
             row = self.db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
             if row is None:
                 raise NotABase(f"{self.path} is not a metis-lite base (no schema version)")
@@ -78,22 +90,92 @@ class SchemaMixin(StoreCore):
                     f"{self.path} has schema version {version}; this metis-lite reads up to "
                     f"{SCHEMA_VERSION}: upgrade metis-lite to open it"
                 )
-            if self._missing_objects():
-                try:  # tables added since the base was made (every statement is IF NOT EXISTS)
-                    with self.db:
-                        self.db.execute(schema_sql())
-                except (apsw.ReadOnlyError, apsw.BusyError):
-                    pass
+            self._upgrade_due = identity.application_id == 0 or self._notes_unsettled()
+            missing = self._missing_objects()
+            if missing:
+                self._upgrade_due = True
+                self._bring_up_to_date_now(missing)
             return
-        other = one(self.db.execute("SELECT count(*) FROM sqlite_schema"))[0]
-        if other or not create:
+        if identity.objects or not create:
             raise NotABase(f"{self.path} is an SQLite file but not a metis-lite base")
-        with self._transaction():
+        with self.writing():
             self.db.execute(schema_sql())
             self.db.execute(
-                "INSERT INTO meta (key, value) VALUES ('schema_version', ?), ('created_at', ?)",
-                (str(SCHEMA_VERSION), now_iso()),
+                "INSERT INTO meta (key, value) VALUES ('schema_version', ?), ('created_at', ?),"
+                " ('notes_source', ?)",
+                (str(SCHEMA_VERSION), now_iso(), notes_name(self.path)),
             )
+            self.db.execute(f"PRAGMA application_id = {policy.APPLICATION_ID}")
+
+    def _bring_up_to_date_now(self, missing: set[str]) -> None:
+        """Make the tables an older base lacks, in one transaction (writing() does it); where
+        the base cannot be written, empty stand-ins of this connection only (TEMP tables), so
+        it is searched as it is and nothing in the file changes."""
+        if not self.db.readonly("main"):
+            try:
+                with self.writing():
+                    return
+            except BaseReadOnly:
+                pass
+        for kind, name, sql in ((m[1], m[2], m[0]) for m in _TABLE.finditer(schema_sql())):
+            if name in missing:
+                self.db.execute(sql.replace(f"{kind} IF NOT EXISTS {name}", f"{kind} temp.{name}"))
+
+    def _upgrade(self) -> None:
+        """Inside the first write transaction of an older base: the tables added since it was
+        made, its application id, and one notes source."""
+        self.db.execute(schema_sql())
+        self.db.execute(f"PRAGMA application_id = {policy.APPLICATION_ID}")
+        self._settle_notes_source()
+
+    # -- the notes source -------------------------------------------------------------------
+
+    def notes_source(self) -> str:
+        """The name of the base's notes source, as recorded when the base was made (a base
+        made before it was recorded: its oldest notes source, or metis-<file name>)."""
+        row = self.db.execute("SELECT value FROM meta WHERE key = 'notes_source'").fetchone()
+        if row is not None:
+            return str(row[0])
+        oldest = self.db.execute(
+            "SELECT name FROM sources WHERE path IS NULL ORDER BY id LIMIT 1"
+        ).fetchone()
+        return str(oldest[0]) if oldest else notes_name(self.path)
+
+    def _notes_unsettled(self) -> bool:
+        row = one(
+            self.db.execute(
+                "SELECT (SELECT count(*) FROM meta WHERE key = 'notes_source'),"
+                " (SELECT count(*) FROM sources WHERE path IS NULL)"
+            )
+        )
+        return not row[0] or row[1] > 1
+
+    def _settle_notes_source(self) -> None:
+        """Record the notes source's name, and join every other notes source into it (older
+        versions named one after each name the base was opened under): their facts move with
+        their chunks, words and vectors; nothing is removed but the emptied sources."""
+        name = self.notes_source()
+        self.db.execute(
+            "INSERT INTO meta (key, value) VALUES ('notes_source', ?) ON CONFLICT (key) DO NOTHING",
+            (name,),
+        )
+        notes = self.db.execute(
+            "SELECT id, name FROM sources WHERE path IS NULL ORDER BY name != ?, id", (name,)
+        ).fetchall()
+        if not notes:
+            return
+        keep, kept_name = notes[0]
+        if kept_name != name:
+            self.db.execute("UPDATE sources SET name = ? WHERE id = ?", (name, keep))
+        for other, _ in notes[1:]:
+            self.db.execute(
+                "UPDATE OR IGNORE documents SET source_id = ? WHERE source_id = ?", (keep, other)
+            )
+            left = one(
+                self.db.execute("SELECT count(*) FROM documents WHERE source_id = ?", (other,))
+            )[0]
+            if not left:  # a path both held stays where it was, rather than be lost
+                self.db.execute("DELETE FROM sources WHERE id = ?", (other,))
 
     def _missing_objects(self) -> set[str]:
         wanted = set(_SCHEMA_OBJECT.findall(schema_sql()))
@@ -103,8 +185,9 @@ class SchemaMixin(StoreCore):
     def ensure_schema_objects(self) -> None:
         """Make the tables added since the base was made (every statement is IF NOT EXISTS)."""
         if self._missing_objects():
+            self._upgrade_due = True
             with self._transaction():
-                self.db.execute(schema_sql())
+                pass
 
     # -- words index ------------------------------------------------------------------------
 

@@ -1,0 +1,116 @@
+"""Bounded resources: connections to a base are pooled and reused whatever the threads, a
+thread's own connection goes with the thread, and a search never waits on a writer to count
+itself."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import pytest
+from conftest import words_only_base
+
+from metis_lite import base as base_module
+from metis_lite import connection
+from metis_lite.multi import search_bases
+from metis_lite.store import Store
+
+CALLS = 1_000
+WARM_UP = 100
+RSS_GROWTH_MAX = 16 * 1024 * 1024
+"""Bytes the process may grow by over 900 searches of two bases once warm: one connection
+per thread, as before the pool, was ~2,000 connections (and descriptors) by then."""
+
+
+def descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.fixture
+def two_bases(tmp_path):
+    made = []
+    for name in ("one", "two"):
+        src = tmp_path / f"src-{name}"
+        src.mkdir()
+        for n in range(5):
+            (src / f"{name}{n}.md").write_text(f"# {name} {n}\n\nshared words {name} number {n}.\n")
+        base = words_only_base(tmp_path / f"{name}.db", src)
+        base.index()
+        made.append(base)
+    yield made
+    for base in made:
+        base.close()
+
+
+def test_a_thousand_searches_of_several_bases_without_an_executor_leave_descriptors_flat(
+    two_bases,
+):
+    for _ in range(WARM_UP):
+        search_bases(two_bases, "shared words", mode="keyword")
+    fds, rss = descriptors(), rss_bytes()
+    for _ in range(CALLS - WARM_UP):
+        answer = search_bases(two_bases, "shared words", mode="keyword")
+        assert len(answer.results) == 10
+    assert descriptors() <= fds
+    assert rss_bytes() - rss < RSS_GROWTH_MAX
+
+
+def test_a_threads_own_connection_is_closed_when_the_thread_ends(two_bases):
+    base = two_bases[0]
+
+    def read() -> None:
+        assert base.store.counts()["documents"] == 5
+
+    for _ in range(10):  # warm: whatever a first thread leaves for good
+        worker = threading.Thread(target=read)
+        worker.start()
+        worker.join()
+    fds = descriptors()
+    for _ in range(200):
+        worker = threading.Thread(target=read)
+        worker.start()
+        worker.join()
+    assert descriptors() <= fds
+
+
+def test_a_search_counts_itself_without_waiting_for_a_writer(two_bases, monkeypatch):
+    """A writer holds the base's write lock for as long as the test likes; searches meanwhile
+    answer (each would wait up to the busy timeout, 60 s here, if its count waited), and the
+    counts they kept for later are written once the writer is done: none is lost."""
+    base = two_bases[0]
+    monkeypatch.setattr(base_module, "COUNT_FLUSH_S", 0.0)  # every search tries to write
+    monkeypatch.setattr(connection, "BUSY_TIMEOUT_MS", 60_000)
+    before = sum(base.status().searches_per_day.values())
+    holding, release = threading.Event(), threading.Event()
+
+    def writer() -> None:
+        with Store(Path(base.path)) as other, other.writing():
+            other.db.execute("CREATE TABLE IF NOT EXISTS held (x)")
+            holding.set()
+            release.wait(120)
+
+    holder = threading.Thread(target=writer)
+    holder.start()
+    answered = threading.Event()
+
+    def searching() -> None:
+        for _ in range(3):
+            base.search("shared words", mode="keyword")
+        answered.set()
+
+    try:
+        assert holding.wait(60)
+        searcher = threading.Thread(target=searching)
+        searcher.start()
+        assert answered.wait(50), "a search waited for the writer to count itself"
+    finally:
+        release.set()
+        holder.join()
+    searcher.join()
+    assert sum(base.status().searches_per_day.values()) == before + 3

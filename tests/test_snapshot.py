@@ -1,0 +1,183 @@
+"""One snapshot per search: whatever indexing does meanwhile, a search cites, reranks and counts
+only what one snapshot of the base holds, and never fails on a chunk gone between its steps.
+
+The models are tests/word_models.py's (always answer, fast, in any process), so searches rank
+by meaning, by words and rerank at full speed while index runs add and remove documents.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from conftest import ROOT, words_only_base
+from word_models import WordsEmbedder, attach
+
+from metis_lite.base import Base
+from metis_lite.store import Store
+
+CHURN_S = 4.0
+"""How long index runs add and remove documents while searches run beside them."""
+
+SEARCHER = Path(__file__).resolve().parent / "snapshot_searcher.py"
+
+
+def text_of(n: int) -> str:
+    return f"churn topic word{n % 40} and passage {n} of its own."
+
+
+def write_document(src: Path, n: int) -> None:
+    (src / f"d{n:04}.md").write_text(text_of(n) + "\n")
+
+
+class Churn:
+    """Index runs that each add three documents and remove the three oldest, recording when
+    each document's addition and removal may have been committed (time.monotonic)."""
+
+    def __init__(self, base: Base, src: Path, first: int) -> None:
+        self.base, self.src = base, src
+        self.present = list(range(first))
+        self.added: dict[str, float] = {f"d{n:04}.md": -math.inf for n in range(first)}
+        self.removed: dict[str, float] = {}
+        self.runs = 0
+        self.next = first
+
+    def run(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            new = list(range(self.next, self.next + 3))
+            self.next += 3
+            gone, self.present = self.present[:3], self.present[3:] + new
+            for n in new:
+                write_document(self.src, n)
+            for n in gone:
+                (self.src / f"d{n:04}.md").unlink()
+            started = time.monotonic()
+            for n in new:
+                self.added[f"d{n:04}.md"] = started
+            report = self.base.index()
+            ended = time.monotonic()
+            assert (report.added, report.removed) == (3, 3), report
+            for n in gone:
+                self.removed[f"d{n:04}.md"] = ended
+            self.runs += 1
+
+    def ghosts(self, started: float, ended: float, found: list[tuple[str, str]]) -> list[str]:
+        """Results of a search that ran from `started` to `ended` that no snapshot taken
+        meanwhile could hold: a document added after it ended, removed before it began, or a
+        text its document never had."""
+        bad = []
+        for document, text in found:
+            n = int(document[1:5])
+            if text != text_of(n):
+                bad.append(f"{document}: {text!r}")
+            elif self.added.get(document, math.inf) > ended:
+                bad.append(f"{document}: added after the search")
+            elif self.removed.get(document, math.inf) < started:
+                bad.append(f"{document}: removed before the search")
+        return bad
+
+
+def test_searches_beside_index_runs_that_add_and_remove_documents_see_one_snapshot(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    for n in range(30):
+        write_document(src, n)
+    base = attach(words_only_base(tmp_path / "churn.db", src))
+    base.index()
+    churn = Churn(base, src, 30)
+    errors: list[str] = []
+    ghosts: list[str] = []
+    searches = 0
+    stop = threading.Event()
+
+    def searching(offset: int) -> None:
+        nonlocal searches
+        n = offset
+        while not stop.is_set():
+            mode = ("hybrid", "dense", "keyword")[n % 3]
+            started = time.monotonic()
+            try:
+                answer = base.search(f"churn topic word{n % 40}", mode=mode, top_k=10)
+            except Exception as exc:  # noqa: BLE001 - the test fails on any
+                errors.append(f"{mode}: {type(exc).__name__}: {exc}")
+                continue
+            finally:
+                n += 1
+            found = [(r.citation.document, r.text) for r in answer.results]
+            ghosts.extend(churn.ghosts(started, time.monotonic(), found))
+            assert len(found) <= 10
+            searches += 1
+
+    other = subprocess.Popen(
+        [sys.executable, str(SEARCHER), str(base.path), str(CHURN_S)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    threads = [threading.Thread(target=searching, args=(k,)) for k in range(3)]
+    for thread in threads:
+        thread.start()
+    try:
+        churn.run(CHURN_S)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+        out, err = other.communicate(timeout=120)
+    base.close()
+    assert other.returncode == 0, err
+    second = json.loads(out)
+    for started, ended, found in second["searches"]:
+        ghosts.extend(churn.ghosts(started, ended, [tuple(f) for f in found]))
+    assert errors == [] and second["errors"] == []
+    assert ghosts == []
+    assert churn.runs >= 2 and searches > 0 and second["searches"]
+
+
+def test_a_chunk_the_shared_vectors_hold_that_the_snapshot_lacks_is_never_reranked_or_cited(
+    tmp_path,
+):
+    """Deterministic: while a search embeds its question (its snapshot already taken),
+    another connection adds a document whose text is the question and removes one the
+    snapshot holds, and another search brings the shared vectors up to date. The search ranks
+    by the shared vectors, yet reranks and cites only its snapshot's chunks."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for n in range(6):
+        write_document(src, n)
+    base = attach(words_only_base(tmp_path / "b.db", src))
+    base.index()
+    question = "churn topic word5 newcomer"
+
+    class Meanwhile(WordsEmbedder):
+        armed = True
+
+        def embed(self, texts):
+            if self.armed and texts[0].endswith(question):
+                self.armed = False
+                (src / "newcomer.md").write_text(question + "\n")
+                (src / "d0005.md").unlink()
+                with attach(Base(base.path)) as writer:  # another process would do the same
+                    report = writer.index()
+                    assert (report.added, report.removed) == (1, 1)
+                with Store(base.path) as newer:  # another search's sync, on a newer snapshot
+                    base._vectors.sync(newer)
+            return super().embed(texts)
+
+    base._embedder = Meanwhile()
+    answer = base.search(question, mode="hybrid", top_k=5)
+    documents = [r.citation.document for r in answer.results]
+    assert "newcomer.md" not in documents  # added after the snapshot
+    assert "d0005.md" in documents  # removed after it: the snapshot still holds it
+    assert answer.reranked and all(r.scores.rerank is not None for r in answer.results)
+    later = base.search(question, mode="hybrid", top_k=5)
+    assert [r.citation.document for r in later.results][0] == "newcomer.md"
+    assert "d0005.md" not in [r.citation.document for r in later.results]
+    base.close()

@@ -1,0 +1,252 @@
+"""A served base beside other SQLite clients: the real `sqlite3` shell and Python's `sqlite3`
+read it and write a table of their own while `metis-lite serve` writes facts, indexes and
+counts searches. Every request succeeds, the -wal stays while the base is served (no
+descriptor of the base is ever closed under SQLite's locks), and afterwards
+`PRAGMA integrity_check` is ok and every fact is there.
+
+Also here: `kill -9` of the service during a burst of facts while `sqlite3` reads, two services
+on one base, and `copy` while the shell holds a write transaction open.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from contextlib import closing
+from pathlib import Path
+
+import httpx
+import pytest
+from conftest import DEAD_EMBEDDING, ROOT, words_only_base
+from serving import Service, serve, stop
+
+from metis_lite.base import Base
+from metis_lite.store import Store
+
+SQLITE3 = shutil.which("sqlite3")
+needs_shell = pytest.mark.skipif(
+    SQLITE3 is None, reason="Debian's sqlite3 package is not installed (scripts/test installs it)"
+)
+
+SERVED_S = 7.0
+"""How long the clients run beside the service: past base.COUNT_FLUSH_S (5 s), so search
+counts are written while the shell reads."""
+
+http = httpx.Client(timeout=60)
+
+
+def shell(base_file: Path, sql: str) -> subprocess.CompletedProcess[str]:
+    """The shell as another client runs it: waiting up to 10 s for a writer, as every client
+    that writes to a live base must (docs/reliability.md)."""
+    assert SQLITE3 is not None
+    return subprocess.run(
+        [SQLITE3, "-bail", "-cmd", ".timeout 10000", str(base_file), sql],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def documents_base(tmp_path: Path, documents: int = 5) -> tuple[Path, Path]:
+    src = tmp_path / "src"
+    src.mkdir()
+    for n in range(documents):
+        (src / f"d{n}.md").write_text(f"# Doc {n}\n\nshared words and word{n} here.\n")
+    base_file = tmp_path / "served.db"
+    with words_only_base(base_file, src) as base:
+        base.index()
+    return base_file, src
+
+
+def post_fact(service: Service, base: str, text: str) -> httpx.Response:
+    return http.post(f"{service.url}/v1/bases/{base}/facts", json={"text": text})
+
+
+@needs_shell
+def test_the_sqlite3_shell_and_python_read_and_write_beside_a_serving_base(tmp_path):
+    base_file, src = documents_base(tmp_path)
+    service = serve(tmp_path, f"served={base_file}", "--poll", "0", "--no-access-log")
+    wal = Path(f"{base_file}-wal")
+    facts: list[str] = []
+    statuses: list[tuple[str, int]] = []
+    shell_rows = python_rows = 0
+    try:
+        deadline = time.monotonic() + SERVED_S
+        for n in itertools.count():
+            if time.monotonic() > deadline:
+                break
+            text = f"Fact number {n} of the burst."
+            answer = post_fact(service, "served", text)
+            statuses.append(("fact", answer.status_code))
+            if answer.status_code == 201:
+                facts.append(text)
+            searched = http.post(
+                f"{service.url}/v1/bases/served/search",
+                json={"question": f"shared word{n % 5}", "mode": "keyword"},
+            )
+            statuses.append(("search", searched.status_code))
+            if n % 5 == 0:
+                (src / f"new{n}.md").write_text(f"# New {n}\n\nshared fresh text {n}.\n")
+                indexed = http.post(f"{service.url}/v1/bases/served/index")
+                statuses.append(
+                    ("index", 202 if indexed.status_code == 409 else indexed.status_code)
+                )
+            read = shell(
+                base_file,
+                "SELECT count(*) FROM facts; SELECT count(*) FROM chunks;"
+                " CREATE TABLE IF NOT EXISTS shell_notes (n INTEGER);"
+                f" INSERT INTO shell_notes VALUES ({n});",
+            )
+            assert read.returncode == 0, read.stderr
+            shell_rows += 1
+            with closing(sqlite3.connect(base_file, timeout=10)) as plain:
+                plain.execute("SELECT count(*) FROM search_counts").fetchone()
+                with plain:
+                    plain.execute("CREATE TABLE IF NOT EXISTS python_notes (n INTEGER)")
+                    plain.execute("INSERT INTO python_notes VALUES (?)", (n,))
+            python_rows += 1
+            assert wal.exists(), "the -wal of a served base was deleted under the service"
+        status = http.get(f"{service.url}/v1/bases").json()["bases"][0]
+    finally:
+        stop(service)
+    assert [s for s in statuses if s[1] not in (200, 201, 202)] == []
+    assert sum(status["searches_per_day"].values()) > 0  # counted while the shell read
+    assert "Traceback" not in service.output()
+    with closing(sqlite3.connect(base_file)) as plain:
+        assert plain.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        stored = [r[0] for r in plain.execute("SELECT text FROM facts ORDER BY id")]
+        assert plain.execute("SELECT count(*) FROM shell_notes").fetchone()[0] == shell_rows
+        assert plain.execute("SELECT count(*) FROM python_notes").fetchone()[0] == python_rows
+    assert stored == facts and len(facts) > 3
+    with Store(base_file) as store:  # the words index too (it needs the metis tokenizer)
+        store.db.execute("INSERT INTO chunks_fts (chunks_fts, rank) VALUES ('integrity-check', 1)")
+        news = store.db.execute("SELECT count(*) FROM documents WHERE path LIKE 'new%'")
+        assert news.fetchone()[0] >= 1
+
+
+@needs_shell
+def test_the_shell_closing_a_base_this_process_has_open_leaves_its_wal(tmp_path):
+    """The cause of the WAL lost under a service: a descriptor of the base closed by this
+    process (a check of its first bytes) dropped SQLite's locks, and the shell, seeing no
+    other reader, checkpointed and deleted the -wal and -shm on exit."""
+    base_file = tmp_path / "team.db"
+    with Base(base_file, create=True) as base:
+        base.configure(embedding=DEAD_EMBEDDING, kind="memory")
+        base.remember("The first fact.")
+        for n in range(3):
+            assert shell(base_file, "SELECT count(*) FROM facts;").stdout.strip() == str(n + 1)
+            assert Path(f"{base_file}-wal").exists() and Path(f"{base_file}-shm").exists()
+            base.remember(f"Fact {n + 2}.")  # a new connection of this process, and a write
+        assert base.facts()[1] == 4
+    with closing(sqlite3.connect(base_file)) as plain:
+        assert plain.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+
+
+@needs_shell
+def test_kill_9_of_the_service_during_a_burst_of_facts_loses_no_fact_it_answered(tmp_path):
+    base_file, _ = documents_base(tmp_path, documents=1)
+    service = serve(tmp_path, f"served={base_file}", "--poll", "0", "--no-access-log")
+    answered: list[str] = []
+    stop_reading = threading.Event()
+    reads: list[int] = []
+
+    def read_while() -> None:
+        while not stop_reading.is_set():
+            run = shell(base_file, "SELECT count(*) FROM facts;")
+            reads.append(run.returncode)
+
+    reader = threading.Thread(target=read_while)
+    reader.start()
+    try:
+        for n in range(40):
+            answer = post_fact(service, "served", f"Burst fact {n}.")
+            assert answer.status_code == 201, answer.text
+            answered.append(f"Burst fact {n}.")
+        service.process.send_signal(signal.SIGKILL)
+        service.process.wait()
+    finally:
+        stop_reading.set()
+        reader.join()
+        if service.process.poll() is None:
+            stop(service)
+    assert reads and set(reads) == {0}
+    assert shell(base_file, "PRAGMA integrity_check;").stdout.strip() == "ok"
+    with closing(sqlite3.connect(base_file)) as plain:
+        stored = {r[0] for r in plain.execute("SELECT text FROM facts")}
+    assert set(answered) <= stored
+
+
+def test_two_services_on_one_base_both_answer_and_every_fact_is_kept(tmp_path):
+    base_file, _ = documents_base(tmp_path, documents=2)
+    (tmp_path / "one").mkdir()
+    (tmp_path / "two").mkdir()
+    first = serve(tmp_path / "one", f"served={base_file}", "--poll", "0", "--no-access-log")
+    try:
+        second = serve(tmp_path / "two", f"served={base_file}", "--poll", "0", "--no-access-log")
+        try:
+            answers = [post_fact((first, second)[n % 2], "served", f"Fact {n}.") for n in range(12)]
+            seen = [
+                http.get(f"{s.url}/v1/bases/served/facts", params={"limit": 100}).json()["total"]
+                for s in (first, second)
+            ]
+            indexed = [
+                http.post(f"{s.url}/v1/bases/served/index").status_code for s in (first, second)
+            ]
+        finally:
+            stop(second)
+    finally:
+        stop(first)
+    assert [a.status_code for a in answers] == [201] * 12
+    assert seen == [12, 12]  # each sees the other's facts
+    assert set(indexed) <= {202, 409}  # one indexes at a time: the other says BASE_BUSY
+    with closing(sqlite3.connect(base_file)) as plain:
+        assert plain.execute("SELECT count(*) FROM facts").fetchone()[0] == 12
+        assert plain.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        assert plain.execute("SELECT count(*) FROM sources WHERE path IS NULL").fetchone()[0] == 1
+
+
+@needs_shell
+def test_copy_while_the_shell_holds_a_write_transaction_copies_what_was_committed(tmp_path):
+    base_file, _ = documents_base(tmp_path, documents=3)
+    assert SQLITE3 is not None
+    holder = subprocess.Popen(
+        [SQLITE3, str(base_file)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert holder.stdin is not None and holder.stdout is not None
+    try:
+        holder.stdin.write(
+            "BEGIN IMMEDIATE; CREATE TABLE mine (x); INSERT INTO mine VALUES (1);"
+            " SELECT 'holding';\n"
+        )
+        holder.stdin.flush()
+        assert holder.stdout.readline().strip() == "holding"  # the write lock is held now
+        copied = subprocess.run(
+            [sys.executable, "-m", "metis_lite", "copy", str(base_file), str(tmp_path / "c.db")],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=ROOT,
+        )
+        assert copied.returncode == 0, copied.stderr
+        holder.stdin.write("COMMIT;\n")
+        holder.stdin.close()
+        assert holder.wait(timeout=30) == 0
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait()
+        holder.stdout.close()
+    with closing(sqlite3.connect(tmp_path / "c.db")) as copy:
+        assert copy.execute("SELECT count(*) FROM documents").fetchone()[0] == 3
+        names = {r[0] for r in copy.execute("SELECT name FROM sqlite_schema")}
+        assert "mine" not in names  # not committed when the copy was taken
+    with closing(sqlite3.connect(base_file)) as plain:
+        assert plain.execute("SELECT x FROM mine").fetchall() == [(1,)]
+    assert not os.path.exists(f"{tmp_path / 'c.db'}-wal")
