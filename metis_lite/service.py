@@ -263,13 +263,13 @@ class Service:
             base.close()
 
     def base(self, name: str) -> Base:
-        base = self.bases.get(name)
         """The open base of that name; its error for one named but not usable; BASE_NOT_FOUND."""
+        base = self.bases.get(name)
         if base is None:
-            raise BaseNotFound(f"no base named {name!r} is served here")
             refused = self.refused.get(name)
             if refused is not None:
                 raise type(refused)(refused.message)
+            raise BaseNotFound(f"no base named {name!r} is served here")
         return base
 
     # -- status and indexing --------------------------------------------------------------
@@ -281,7 +281,6 @@ class Service:
             status = dataclasses.replace(status, state="Indexing")
         return status
 
-    def index_now(self, name: str) -> None:
     def statuses(
         self, names: Sequence[str]
     ) -> tuple[list[BaseStatus], list[tuple[str, StoreError]]]:
@@ -296,6 +295,7 @@ class Service:
                 unavailable.append((name, exc))
         return found, unavailable
 
+    def index_now(self, name: str) -> None:
         self.base(name)
         self.indexers[name].request()
 
