@@ -49,6 +49,10 @@ BATCH_CHUNKS = 2_000
 """Chunks read and tokenized at a time while building (~50 ms): how long closing the base may
 wait for the thread to notice."""
 
+FEW_ALLOWED = 64
+"""Allowed chunks fewer than one in this many of the base are each looked up in the question's
+postings (a fused list's chunks, a narrow filter); more, and every posting is read."""
+
 WAIT_POLL_S = 0.01
 """How often `wait` looks whether the index has caught up."""
 
@@ -173,30 +177,18 @@ class WordIndex:
             return None
         if state.live == 0 or state.tokens == 0 or n <= 0:
             return []
-        rows, weights = [], []
-        for word in words:
-            term = state.vocab.get(word)
-            found = _postings(state, term) if term is not None else None
-            if found is None:
-                continue
-            slots, counts = found
-            held = len(slots)
-            idf = math.log((state.live - held + 0.5) / (held + 0.5))
-            if idf <= 0.0:
-                idf = MIN_IDF
-            frequency = counts.astype(np.float64)
-            rows.append(slots)
-            weights.append(idf * ((frequency * (K1 + 1.0)) / (frequency + state.norm[slots])))
-        if not rows:
-            return []
-        scores = np.bincount(np.concatenate(rows), weights=np.concatenate(weights))
-        matched = np.flatnonzero(scores)
-        if allowed is not None:
-            matched = matched[_allowed_slots(state, allowed, len(scores))[matched]]
-        best = _best(matched, scores[matched], n)
+        among = None if allowed is None else _slots_of(state, allowed)
+        if among is not None and len(among) * FEW_ALLOWED < state.live:
+            slots, scores = _scores_among(state, words, among)
+        else:
+            slots, scores = _scores(state, words, among)
+        best = _best(slots, scores, n)
+        order = np.searchsorted(slots, best)
         return [
-            Hit(chunk_id=int(state.ids[slot]), score=float(scores[slot]), rank=rank)
-            for rank, slot in enumerate(best.tolist(), start=1)
+            Hit(chunk_id=int(state.ids[slot]), score=float(score), rank=rank)
+            for rank, (slot, score) in enumerate(
+                zip(best.tolist(), scores[order].tolist(), strict=True), start=1
+            )
         ]
 
     # -- the thread -------------------------------------------------------------------------
@@ -341,17 +333,65 @@ def _postings(state: _State, term: int) -> tuple[np.ndarray, np.ndarray] | None:
     return (slots, counts) if len(slots) else None
 
 
-def _allowed_slots(state: _State, allowed: np.ndarray, size: int) -> np.ndarray:
-    """A mask over the first `size` slots: those holding one of the `allowed` chunk ids (the
-    slots hold ids in ascending order)."""
-    ids = state.ids[:size]
+def _terms(state: _State, words: Sequence[str]) -> list[tuple[float, np.ndarray, np.ndarray]]:
+    """(idf, slots, counts) of each word that some live chunk holds, in the question's order;
+    the idf as fts5_aux.c computes it."""
+    out = []
+    for word in words:
+        term = state.vocab.get(word)
+        found = _postings(state, term) if term is not None else None
+        if found is None:
+            continue
+        held = len(found[0])
+        idf = math.log((state.live - held + 0.5) / (held + 0.5))
+        out.append((idf if idf > 0.0 else MIN_IDF, *found))
+    return out
+
+
+def _weights(state: _State, idf: float, slots: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """A word's share of each of `slots`' scores, each operation in fts5_aux.c's order."""
+    frequency = counts.astype(np.float64)
+    return idf * ((frequency * (K1 + 1.0)) / (frequency + state.norm[slots]))
+
+
+def _scores(
+    state: _State, words: Sequence[str], among: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """(slots that match, their scores), slots ascending: every word's postings at once, each
+    slot's shares summed in the question's order from 0.0 (np.bincount adds in input order)."""
+    terms = _terms(state, words)
+    if not terms:
+        return _EMPTY_INT, np.empty(0)
+    rows = np.concatenate([slots for _, slots, _ in terms])
+    shares = np.concatenate([_weights(state, *term) for term in terms])
+    scores = np.bincount(rows, weights=shares)
+    matched = np.flatnonzero(scores)
+    if among is not None:
+        matched = np.intersect1d(matched, among, assume_unique=True)
+    return matched, scores[matched]
+
+
+def _scores_among(
+    state: _State, words: Sequence[str], among: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """`_scores` for a few allowed slots: each looked up in each word's postings (sorted by
+    slot) rather than every posting read; the same sums in the same order."""
+    scores = np.zeros(len(among))
+    for idf, slots, counts in _terms(state, words):
+        at = np.minimum(np.searchsorted(slots, among), len(slots) - 1)
+        held = slots[at] == among
+        scores[held] += _weights(state, idf, among[held], counts[at[held]])
+    matched = scores > 0.0
+    return among[matched], scores[matched]
+
+
+def _slots_of(state: _State, allowed: np.ndarray) -> np.ndarray:
+    """The live slots holding one of the `allowed` chunk ids, ascending (slots hold ids in
+    ascending order)."""
     allowed = np.asarray(allowed, np.int64)
-    at = np.searchsorted(ids, allowed)
-    inside = at < len(ids)
-    at, allowed = at[inside], allowed[inside]
-    mask = np.zeros(size, bool)
-    mask[at[ids[at] == allowed]] = True
-    return mask
+    at = np.minimum(np.searchsorted(state.ids, allowed), len(state.ids) - 1)
+    slots = np.unique(at[state.ids[at] == allowed])
+    return slots[state.alive[slots]] if state.dead else slots
 
 
 def _best(slots: np.ndarray, scores: np.ndarray, n: int) -> np.ndarray:

@@ -12,12 +12,13 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_keyword import bm25_oracle
 
-from metis_lite import keyword
+from metis_lite import bm25, keyword
 from metis_lite.base import Base
 from metis_lite.bm25 import WordIndex
 from metis_lite.records import Chunk, Filters
@@ -96,7 +97,7 @@ def index(store):
     max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 60))
-def test_top_n_and_scores_are_fts5s_on_random_corpora(store, index, seed, n):
+def test_top_n_and_scores_are_fts5s_on_random_corpora(store, index, monkeypatch, seed, n):
     rng = random.Random(seed)
     for d in range(rng.randint(1, 25)):
         write(store, rng, f"{'a' if d % 3 else 'b'}/d{d}.{('md', 'txt', 'pdf')[d % 3]}", 1 + d % 2)
@@ -121,7 +122,13 @@ def test_top_n_and_scores_are_fts5s_on_random_corpora(store, index, seed, n):
             assert score == pytest.approx(expected[chunk_id], rel=1e-6, abs=1e-9)
         kept = Filters(path_prefix="a/", kinds=("md", "pdf"))
         allowed = store.filtered_chunk_ids(kept)
-        assert memory(index, store, words, n, allowed) == fts5(store, words, n, kept)
+        every = fts5(store, words, 10_000)
+        subset = sorted(rng.sample(sorted(corpus), min(len(corpus), rng.randint(1, 6))))
+        for few in (0, 10**9):  # every posting read; each allowed chunk looked up
+            monkeypatch.setattr(bm25, "FEW_ALLOWED", few)
+            assert memory(index, store, words, n, allowed) == fts5(store, words, n, kept)
+            among = memory(index, store, words, n, np.array(subset + [10**9]))  # one gone
+            assert among == [hit for hit in every if hit[0] in subset][:n]
 
 
 def test_a_stale_index_answers_nothing_and_fts5_answers_the_same(store, index):
@@ -172,8 +179,6 @@ def test_a_words_index_of_other_rules_is_left_to_fts5_until_rebuilt(tmp_path):
 
 
 def test_compaction_and_merges_keep_the_scores(store, index, monkeypatch):
-    from metis_lite import bm25
-
     monkeypatch.setattr(bm25, "MAX_SEGMENTS", 2)
     monkeypatch.setattr(bm25, "BATCH_CHUNKS", 7)
     rng = random.Random(11)
