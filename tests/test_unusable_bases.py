@@ -7,12 +7,13 @@ from __future__ import annotations
 import shutil
 import sqlite3
 import subprocess
+import sys
 from contextlib import closing
 from pathlib import Path
 
 import httpx
 import pytest
-from conftest import words_only_base
+from conftest import ROOT, words_only_base
 from serving import serve, stop
 
 http = httpx.Client(timeout=60)
@@ -109,3 +110,30 @@ def test_a_base_damaged_while_served_is_answered_with_its_code_from_then_on(tmp_
     assert code_of(fact) == "BASE_DAMAGED"  # never written once found damaged
     assert other.status_code == 200 and other.json()["results"]
     assert "Traceback" not in service.output()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("serve", "{tmp}/nope.db", "--port", "0"),
+        ("serve", "{good}", "{tmp}/nope.db"),
+        ("mcp", "{tmp}/nope.db"),
+    ],
+)
+def test_a_base_that_is_not_there_is_base_not_found_for_serve_and_mcp_too(tmp_path, command):
+    good = small_base(tmp_path / "good.db")
+    args = [a.format(good=good, tmp=tmp_path) for a in command]
+    run = subprocess.run(
+        [sys.executable, "-m", "metis_lite", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+    )
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.startswith(f"error: BASE_NOT_FOUND: no base at {tmp_path}/nope.db"), (
+        run.stderr
+    )
+    assert "Traceback" not in run.stderr
+    assert not (tmp_path / "nope.db").exists()
