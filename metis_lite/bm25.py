@@ -445,13 +445,30 @@ def _flat(segment: _Segment) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def _merged(segments: Sequence[_Segment]) -> _Segment:
-    """One segment of them all (their slots are disjoint and in order)."""
-    flats = [_flat(s) for s in segments]
-    terms = np.concatenate([f[0] for f in flats])
-    order = np.argsort(terms, kind="stable")
-    rows = np.concatenate([f[1] for f in flats])[order]
-    counts = np.concatenate([f[2] for f in flats])[order]
-    return _from_postings(terms[order], rows, counts)
+    """One segment of them all (their slots are disjoint and in order): each term's postings
+    counted over every segment, then each segment's copied to where its terms' runs go, in
+    segment order (so slots stay ascending within a term). No sort, and no temporary larger
+    than one segment."""
+    vocabulary = 1 + max((int(seg.terms[-1]) for seg in segments if len(seg.terms)), default=0)
+    per_term = np.zeros(vocabulary, np.int64)
+    for seg in segments:
+        per_term[seg.terms] += np.diff(seg.starts)
+    starts = np.concatenate([[0], np.cumsum(per_term)])
+    rows = np.empty(int(starts[-1]), np.int32)
+    counts = np.empty(int(starts[-1]), np.float32)
+    cursor = starts[:-1].copy()
+    for seg in segments:
+        runs = np.diff(seg.starts)
+        to = np.repeat(cursor[seg.terms] - seg.starts[:-1], runs) + np.arange(len(seg.rows))
+        rows[to], counts[to] = seg.rows, seg.counts
+        cursor[seg.terms] += runs
+    held = np.flatnonzero(per_term)
+    return _Segment(
+        terms=held.astype(np.int32),
+        starts=np.concatenate([starts[held], [starts[-1]]]),
+        rows=rows,
+        counts=counts,
+    )
 
 
 def _compacted(
