@@ -142,13 +142,20 @@ def _open_failure(path: Path, exc: apsw.Error, *, create: bool, unwritable: bool
             f"{path} is read-only and its -wal holds commits not yet in the file: open it "
             "once where it can be written (or copy it with metis-lite copy)"
         )
-    if isinstance(exc, apsw.IOError) and os.path.lexists(f"{path}-shm"):
-        return StoreError(
-            f"cannot open {path}: {exc}. Was its -wal or -shm deleted while a process had it "
-            "open? Restart the processes that serve or index it: each folds the WAL it holds "
-            "into the base when it closes"
-        )
-    return StoreError(f"cannot open {path}: {exc}")
+    return read_failure(exc, path) or StoreError(f"cannot open {path}: {exc}")
+
+
+def read_failure(exc: BaseException, path: Path) -> StoreError | None:
+    """The StoreError a failed read means (BASE_DAMAGED, or an I/O error with its likely
+    cause), or None for an error of another kind."""
+    found = damage(exc, path)
+    if found is not None or not isinstance(exc, apsw.IOError):
+        return found
+    return StoreError(
+        f"{path}: {exc}. Was its -wal or -shm deleted while a process had it open? Restart "
+        "the processes that serve or index it: each folds the WAL it holds into the base when "
+        "it closes"
+    )
 
 
 def _unwritable(path: Path) -> bool:

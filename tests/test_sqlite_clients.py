@@ -250,3 +250,51 @@ def test_copy_while_the_shell_holds_a_write_transaction_copies_what_was_committe
     with closing(sqlite3.connect(base_file)) as plain:
         assert plain.execute("SELECT x FROM mine").fetchall() == [(1,)]
     assert not os.path.exists(f"{tmp_path / 'c.db'}-wal")
+
+
+def test_a_wal_deleted_by_hand_under_the_service_loses_no_fact_it_answered(tmp_path):
+    """Never to be done (docs/reliability.md), and still: the service goes on writing to the
+    WAL it holds open, a connection opened after the deletion is refused with STORE_ERROR
+    saying the likely cause (never an unexplained 500), and every fact answered 201 is in the
+    base once the service has closed."""
+    base_file, _ = documents_base(tmp_path, documents=2)
+    service = serve(tmp_path, f"served={base_file}", "--poll", "0", "--no-access-log")
+    answered: list[str] = []
+    refused: list[httpx.Response] = []
+    try:
+        for n in range(3):
+            assert post_fact(service, "served", f"Before {n}.").status_code == 201
+            answered.append(f"Before {n}.")
+        Path(f"{base_file}-wal").unlink()
+        searches: list[httpx.Response] = []
+
+        def ask() -> None:
+            searches.append(
+                http.post(
+                    f"{service.url}/v1/bases/served/search",
+                    json={"question": "shared", "mode": "keyword"},
+                )
+            )
+
+        threads = [threading.Thread(target=ask) for _ in range(20)]  # new pooled connections
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        for n in range(3):
+            answer = post_fact(service, "served", f"After {n}.")
+            if answer.status_code == 201:
+                answered.append(f"After {n}.")
+            else:
+                refused.append(answer)
+    finally:
+        stop(service)
+    for answer in [*searches, *refused]:
+        if answer.status_code != 200:
+            assert answer.json()["error"]["code"] == "STORE_ERROR", answer.text
+            assert "-wal or -shm deleted" in answer.json()["error"]["message"]
+    assert "Traceback" not in service.output()
+    with closing(sqlite3.connect(base_file)) as plain:
+        assert plain.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        stored = {r[0] for r in plain.execute("SELECT text FROM facts")}
+    assert set(answered) <= stored

@@ -68,7 +68,7 @@ class SchemaMixin(StoreCore):
             self._ensure_schema(create)
         except apsw.Error as exc:
             self.db.close()
-            raise policy.damage(exc, self.path) or StoreError(f"{self.path}: {exc}") from exc
+            raise policy.read_failure(exc, self.path) or StoreError(f"{self.path}: {exc}") from exc
         except BaseException:
             self.db.close()
             raise
