@@ -106,18 +106,8 @@ class Base:
     """One open base: a bounded pool of connections, its vectors in memory, its models (made
     when needed)."""
 
-    def __init__(
-        self,
-        path: str | Path,
-        *,
-        create: bool = False,
-        name: str | None = None,
-        workers: int | None = None,
-    ) -> None:
+    def __init__(self, path: str | Path, *, create: bool = False, name: str | None = None) -> None:
         self.path = Path(path)
-        self.workers = ingest.check_workers(workers)
-        """Cores its indexing (parse processes) and its embedded models (threads) use; None:
-        every core the process may run on."""
         self.created = create and not self.path.exists()
         """True when this Base made the file (discard() removes it while it is still empty)."""
         self._damaged: str | None = None
@@ -147,15 +137,8 @@ class Base:
         self._languages: tuple[tuple[int, int], languages.Profile] | None = None
 
     @classmethod
-    def open(
-        cls,
-        path: str | Path,
-        *,
-        create: bool = False,
-        name: str | None = None,
-        workers: int | None = None,
-    ) -> Base:
-        return cls(path, create=create, name=name, workers=workers)
+    def open(cls, path: str | Path, *, create: bool = False, name: str | None = None) -> Base:
+        return cls(path, create=create, name=name)
 
     @property
     def store(self) -> Store:
@@ -311,7 +294,10 @@ class Base:
     def _embedder_of(self, spec: BaseSpec) -> Embedder:
         with self._models_lock:
             if self._embedder is None:
-                self._embedder = _new_embedder(spec, self.workers)
+                embedding = dict(spec.embedding)
+                if spec.dimension and embedding.get("provider", "embedded") != "embedded":
+                    embedding = {"dimension": spec.dimension, **embedding}
+                self._embedder = registry.embedder_from_spec(embedding)
             return self._embedder
 
     def reranker(self) -> Reranker | None:
@@ -320,7 +306,7 @@ class Base:
     def _reranker_of(self, spec: BaseSpec) -> Reranker | None:
         with self._models_lock:
             if self._reranker is None and spec.reranker:
-                self._reranker = registry.reranker_from_spec(spec.reranker, workers=self.workers)
+                self._reranker = registry.reranker_from_spec(spec.reranker)
             return self._reranker
 
     def prefixes(self) -> tuple[str, str]:
@@ -375,44 +361,24 @@ class Base:
 
     @_usable
     def index(
-        self,
-        *,
-        reembed: bool = False,
-        progress: ingest.Progress | None = None,
-        workers: int | None = None,
+        self, *, reembed: bool = False, progress: ingest.Progress | None = None
     ) -> ingest.IndexReport:
-        """Index every source again (only what changed), each document searchable by words
-        once written, and embed chunks lacking a vector alongside (ingest.index does the run
-        and its report). `workers`: cores the run uses (parse processes, and the embedded
-        model's threads), by default the Base's `workers`.
+        """Index every source again (only what changed), then embed chunks lacking a vector
+        (ingest.index does the run and its report).
 
         Refused with BASE_BUSY while another process indexes this base. Runs on its own
         connection, so searches on this Base see only whole documents meanwhile.
         """
-        workers = ingest.check_workers(workers)
-        own: list[Embedder] = []
         with IndexerLock(self.path), self._pool.borrow() as writer:
             spec = parse_spec(writer.spec(), where=str(self.path))
-
-            def embedder() -> Embedder:
-                if workers is None or workers == self.workers:
-                    return self._embedder_of(spec)
-                own.append(_new_embedder(spec, workers))  # this run's, on its own cores
-                return own[-1]
-
-            try:
-                return ingest.index(
-                    writer,
-                    spec,
-                    embedder,
-                    document_prefix=_prefixes(spec)[1],
-                    reembed=reembed,
-                    progress=progress,
-                    workers=self.workers if workers is None else workers,
-                )
-            finally:
-                for model in own:
-                    model.close()
+            return ingest.index(
+                writer,
+                spec,
+                lambda: self._embedder_of(spec),
+                document_prefix=_prefixes(spec)[1],
+                reembed=reembed,
+                progress=progress,
+            )
 
     def _embed_missing(self, writer: Store) -> None:
         """Give a vector to every chunk lacking one; a model that is down leaves them waiting."""
@@ -627,14 +593,6 @@ class _ThreadStore:
     def __init__(self, store: Store) -> None:
         self.store = store
         weakref.finalize(self, store.close)
-
-
-def _new_embedder(spec: BaseSpec, workers: int | None) -> Embedder:
-    """The base's embedding model; an HTTP one is told the dimension the base's vectors have."""
-    embedding = dict(spec.embedding)
-    if spec.dimension and embedding.get("provider", "embedded") != "embedded":
-        embedding = {"dimension": spec.dimension, **embedding}
-    return registry.embedder_from_spec(embedding, workers=workers)
 
 
 def _prefixes(spec: BaseSpec) -> tuple[str, str]:
