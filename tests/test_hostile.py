@@ -283,6 +283,7 @@ def adversarial_corpus(folder: Path) -> dict[str, str]:
         "broken-xref.pdf": _broken_xref_pdf(),
         "half.pdf": (EXAMPLES / "it" / "security-guide.pdf").read_bytes()[:15_000],
         "bomb.pdf": pdf_with_stream(1 << 30),  # 1 GiB of spaces in 1 MB
+        "ascii85-bomb.pdf": pdf_with_stream(1 << 30, ascii85=True),
     }
     for name, data in files.items():
         (folder / name).write_bytes(data)
@@ -339,7 +340,7 @@ def test_a_corpus_of_adversarial_files_is_indexed_within_bounded_time_and_memory
         assert all(skipped.values())
         assert "zip bomb" in skipped["bomb.docx"]
         assert "lying-bomb.docx" in skipped
-        assert "PDF bomb" in skipped["bomb.pdf"]
+        assert "PDF bomb" in skipped["bomb.pdf"] and "PDF bomb" in skipped["ascii85-bomb.pdf"]
         assert {"garbage.md", "nul.txt"} <= set(skipped)
         for name, word in markers.items():
             assert name in indexed, skipped.get(name)

@@ -10,6 +10,7 @@ import codecs
 import importlib.util
 import io
 import re
+import resource
 import subprocess
 import sys
 import zipfile
@@ -24,7 +25,16 @@ from made_pdfs import pdf_with_stream
 from pypdf import PdfReader, PdfWriter
 
 from metis_lite.errors import ParseError
-from metis_lite.parsing import KIND_BY_SUFFIX, PARSERS, html, kind_of, nesting, parse, parser_for
+from metis_lite.parsing import (
+    KIND_BY_SUFFIX,
+    PARSERS,
+    html,
+    kind_of,
+    nesting,
+    parse,
+    parser_for,
+    pdf,
+)
 from metis_lite.parsing.docx import MAX_PART_BYTES
 from metis_lite.parsing.pdf import page_text
 from metis_lite.records import Document, Section
@@ -328,13 +338,35 @@ def test_pdf_encrypted_with_owner_password_only_is_read():
     assert [s.page for s in document.sections] == [1, 2, 4, 5]
 
 
-def test_a_pdf_bomb_is_refused_before_pdfium_inflates_it():
-    """1 GiB of spaces in a 1 MB file: PDFium would hold it whole (2 GB of memory)."""
-    assert parser_for("pdf")(pdf_with_stream(1 << 20), name="small").sections[0].text == "bomb"
-    bomb = pdf_with_stream(1 << 30)
+@pytest.mark.parametrize("ascii85", [False, True], ids=["flate", "ascii85-then-flate"])
+def test_a_pdf_bomb_is_refused_and_costs_only_the_pdfium_worker(ascii85):
+    """1 GiB of spaces in a 1 MB file: PDFium would hold it whole (2 GB of memory). Its worker
+    process is capped; it dies, the file is refused, this process's memory stays as it was,
+    and the next PDF is read by a new worker."""
+    assert (
+        parser_for("pdf")(pdf_with_stream(1 << 20, ascii85=ascii85), name="s").sections[0].text
+        == "bomb"
+    )
+    bomb = pdf_with_stream(1 << 30, ascii85=ascii85)
     assert len(bomb) < 2_000_000
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     with pytest.raises(ParseError, match="PDF bomb"):
         parser_for("pdf")(bomb, name="bomb")
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 200 * 1024  # KiB
+    assert [s.page for s in parse(HANDBOOK / "it/security-guide.pdf").sections] == [1, 2, 4, 5]
+
+
+def test_what_the_pdfium_worker_sends_back_is_checked_as_hostile():
+    """A worker a file took over could answer anything: only text is taken, and a lone
+    surrogate, which no base could store, is replaced."""
+    assert pdf._checked({"pages": ["a\udc80b", 3], "title": "t\ud800"}) == {
+        "pages": ["a?b", ""],
+        "title": "t?",
+    }
+    assert pdf._checked({"refused": "encrypted PDF"}) == {"refused": "encrypted PDF"}
+    for nonsense in ([], {"pages": "x", "title": ""}, {"pages": [], "title": 3}, None):
+        with pytest.raises(ParseError, match="something other than the text of a PDF"):
+            pdf._checked(nonsense)
 
 
 def test_pdfs_parsed_on_many_threads_and_in_a_second_process_read_the_same(tmp_path):

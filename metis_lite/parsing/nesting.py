@@ -56,6 +56,22 @@ VOID = frozenset(
 RAW_TEXT = frozenset(b"script style textarea title xmp iframe noembed noframes plaintext".split())
 """Elements whose content is text, not markup: a `<` inside them opens nothing."""
 
+SPECIAL = frozenset(
+    b"address applet area article aside base basefont bgsound blockquote body br button "
+    b"caption center col colgroup dd details dir div dl dt embed fieldset figcaption figure "
+    b"footer form frame frameset h1 h2 h3 h4 h5 h6 head header hgroup hr html iframe img input "
+    b"keygen li link listing main marquee menu meta nav noembed noframes noscript object ol p "
+    b"param plaintext pre script search section select source style summary table tbody td "
+    b"template textarea tfoot th thead title tr track ul wbr xmp".split()
+)
+"""HTML's special elements: an end tag of another element never closes one."""
+
+SCOPE = frozenset(b"applet caption html table td th marquee object template svg math".split())
+"""Where "in scope" stops: a special element's end tag closes nothing past one of these."""
+
+FORMATTING = frozenset(b"a b big code em font i nobr s small strike strong tt u".split())
+"""Closed by their end tag wherever they stand (the adoption agency's simple case)."""
+
 _TAG = re.compile(rb"<!--.*?(?:-->|\Z)|<(/?)([a-zA-Z][^\s/>]*)[^>]*>?", re.DOTALL)
 
 _LT, _SLASH = ord("<"), ord("/")
@@ -94,7 +110,7 @@ def flatten(data: bytes) -> bytes:
     """The page with an end tag inserted wherever its nesting goes past FLATTEN_DEPTH (see the
     module). Raises ParseError when it nests past MAX_OPEN_ELEMENTS even so."""
     out: list[bytes] = []
-    stack: list[bytes] = []
+    stack = _OpenElements()
     copied = 0
     at = 0
     while (tag := _TAG.search(data, at)) is not None:
@@ -103,14 +119,13 @@ def flatten(data: bytes) -> bytes:
             continue  # a comment
         name = tag[2].lower()
         if tag[1]:
-            if name in stack:
-                del stack[len(stack) - 1 - stack[::-1].index(name) :]
+            stack.end_tag(name)
             continue
         if name in VOID:
             continue
         if len(stack) >= FLATTEN_DEPTH:
             closers = []
-            while len(stack) >= FLATTEN_DEPTH and stack[-1] not in KEPT:
+            while len(stack) >= FLATTEN_DEPTH and stack.top not in KEPT:
                 closers.append(b"</" + stack.pop() + b">")
             if closers:
                 out += (data[copied : tag.start()], *closers)
@@ -121,6 +136,61 @@ def flatten(data: bytes) -> bytes:
             end = re.compile(rb"</" + re.escape(name) + rb"[\s/>]", re.IGNORECASE).search(data, at)
             at = end.start() if end else len(data)
             continue
-        stack.append(name)
+        stack.push(name)
     out.append(data[copied:])
     return b"".join(out)
+
+
+class _OpenElements:
+    """The stack of open elements as the page's own tags build it, with an end tag closing what
+    a browser's would (HTML's "any other end tag", "in scope"), each step in O(1): where each
+    name, the topmost special element and the topmost scope boundary stand is kept."""
+
+    def __init__(self) -> None:
+        self._names: list[bytes] = []
+        self._at: dict[bytes, list[int]] = {}  # a name → where it is open, bottom to top
+        self._special: list[int] = []
+        self._scope: list[int] = []
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    @property
+    def top(self) -> bytes:
+        return self._names[-1]
+
+    def push(self, name: bytes) -> None:
+        at = len(self._names)
+        self._names.append(name)
+        self._at.setdefault(name, []).append(at)
+        if name in SPECIAL:
+            self._special.append(at)
+        if name in SCOPE:
+            self._scope.append(at)
+
+    def pop(self) -> bytes:
+        name = self._names.pop()
+        at = len(self._names)
+        self._at[name].pop()
+        if self._special and self._special[-1] == at:
+            self._special.pop()
+        if self._scope and self._scope[-1] == at:
+            self._scope.pop()
+        return name
+
+    def end_tag(self, name: bytes) -> None:
+        """Close what `</name>` closes: the topmost `name`, unless (formatting aside) a special
+        element stands above it, or, for a special one, a scope boundary does."""
+        where = self._at.get(name)
+        if not where:
+            return
+        at = where[-1]
+        if name in FORMATTING:
+            pass  # the adoption agency closes it wherever it stands
+        elif name in SPECIAL:
+            if self._scope and self._scope[-1] > at:
+                return
+        elif self._special and self._special[-1] > at:
+            return
+        while len(self._names) > at:
+            self.pop()

@@ -6,51 +6,41 @@ split by a hyphen at a line's end is joined again when the next line goes on in 
 ("configu-\\nração" → "configuração"); a hyphen before a capital or a digit is kept
 ("PO-\\n2231"). A page without a text layer (a scan) is skipped.
 
-PDFium inflates a page's content stream whole, however large: a 1 MB file holding a stream of
-1 GB of spaces takes it 2 GB of memory. Before PDFium opens a file, each Flate stream in it is
-inflated here, in steps, without keeping what comes out, and a file with a stream past
-MAX_STREAM_BYTES (or all streams past MAX_INFLATED_BYTES) is refused as a PDF bomb. The
-streams of an encrypted PDF cannot be checked so (they inflate only once decrypted).
-
-PDFium is not thread-safe: one lock serializes every call into it in this process (the service
-indexes several bases, and reads a cited page back, on threads of its own); each object is
-closed before the lock is let go, so none is left to a garbage collector on another thread.
+PDFium runs in a worker process of its own, its memory capped (pdf_worker.py): a PDF bomb, or
+a file that crashes PDFium, costs that process, never the indexer or the service, and is
+refused with its reason. One worker serves a process, one PDF at a time (PDFium is not
+thread-safe either): the service's threads, which index several bases and read cited pages
+back, take turns; it is started when a PDF is first read and again after it died.
 """
 
 from __future__ import annotations
 
+import atexit
+import json
+import os
 import re
+import subprocess
+import sys
 import threading
-import zlib
-
-import pypdfium2 as pdfium
-import pypdfium2.raw as pdfium_c
+from pathlib import Path
 
 from metis_lite.errors import ParseError
-from metis_lite.parsing.common import collapse, document, reason
+from metis_lite.parsing.common import collapse, document
+from metis_lite.parsing.pdf_worker import PDF_MEMORY_BYTES, read_message, write_message
 from metis_lite.records import Document, Section
 
 HEADER_WITHIN = 1024
 """A PDF's `%PDF-` header must begin within this many leading bytes (as readers allow)."""
 
-EOF_WITHIN = 1024
-"""A complete PDF ends with `%%EOF` within this many trailing bytes; a truncated one does not."""
+PDF_DEADLINE_S = 300.0
+"""The longest one PDF may take PDFium; then the worker is stopped and the file refused. The
+1,611 pages of LaTeX's source3.pdf take ~6 s on a busy 2-core machine."""
 
-MAX_STREAM_BYTES = 128 * 1024 * 1024
-"""The most one stream of a PDF may inflate to. The largest in the 309 PDFs of Debian's
-texlive-latex-base-doc inflates to 2.4 MB; a page drawn in detail may hold tens of MB."""
-
-MAX_INFLATED_BYTES = 1024 * 1024 * 1024
-"""The most all streams of a PDF may inflate to together (those 309 PDFs: 266 MB in all)."""
-
-INFLATE_STEP_BYTES = 4 * 1024 * 1024
-"""A stream is inflated 4 MiB at a time, each step forgotten before the next."""
+MAX_ANSWER_BYTES = 512 * 1024 * 1024
+"""The most text the worker may send back for one PDF; a longer answer counts as its death."""
 
 LINE_END_HYPHENS = ("\x02", "\ufffe")
 """What PDFium puts for a hyphen it found at the end of a line, the line break removed."""
-
-_PDFIUM = threading.Lock()
-"""Held around every use of PDFium (see the module)."""
 
 _HYPHENATED = re.compile(r"(\w)-[ \t]*\n[ \t]*(\w)")
 _SPACES = re.compile(r"[ \t\u00a0]+")
@@ -61,15 +51,16 @@ def parse(data: bytes, *, name: str) -> Document:
     """Read a PDF's pages; the title is its metadata title, else its first line, else `name`.
 
     Raises ParseError for what cannot be read: not a PDF, damaged beyond repair, encrypted
-    with a password, or no text layer on any page.
+    with a password, more than PDFium may use to read it, or no text layer on any page.
     """
     if not data.strip():
         raise ParseError("empty file")
     if b"%PDF-" not in data[:HEADER_WITHIN]:
         raise ParseError("not a PDF (no %PDF- header)")
-    check_streams(data)
-    with _PDFIUM:
-        pages, title = _read(data)
+    answer = _WORKER.read(data)
+    if "refused" in answer:
+        raise ParseError(str(answer["refused"]))
+    pages = [page_text(raw) for raw in answer["pages"]]
     if not pages:
         raise ParseError("PDF has no pages")
     sections = [Section(text=text, page=n) for n, text in enumerate(pages, start=1) if text]
@@ -77,95 +68,104 @@ def parse(data: bytes, *, name: str) -> Document:
         pages_read = f"{len(pages)} page" + ("s" if len(pages) > 1 else "")
         raise ParseError(f"no text layer on any page ({pages_read}; a scan?)")
     first_line = sections[0].text.split("\n", 1)[0]
-    return document(title or first_line or name, "pdf", sections)
+    return document(collapse(answer["title"]) or first_line or name, "pdf", sections)
 
 
-def check_streams(data: bytes) -> None:
-    """Refuse a PDF one of whose Flate streams inflates past MAX_STREAM_BYTES, or all of
-    whose streams inflate past MAX_INFLATED_BYTES (see the module)."""
-    view = memoryview(data)
-    total = 0
-    at = 0
-    while (keyword := data.find(b"stream", at)) != -1:
-        at = keyword + len(b"stream")
-        if data[keyword - 3 : keyword] == b"end":
-            continue
-        start = at + (2 if data[at : at + 2] == b"\r\n" else 1)
-        end = data.find(b"endstream", start)
-        end = len(data) if end == -1 else end
-        if _zlib_header(data[start : start + 2]):
-            total += _inflated_size(view[start:end])
-            if total > MAX_INFLATED_BYTES:
-                limit = MAX_INFLATED_BYTES // 2**20
-                raise ParseError(f"PDF bomb (its streams inflate past {limit:,} MiB)")
-        at = max(at, end)
+def _checked(answer: object) -> dict:
+    """The worker's answer as pdf.parse reads it, whatever the worker sent: text only, each
+    string valid Unicode (a lone surrogate, which no store can write, becomes "?")."""
+    if isinstance(answer, dict) and isinstance(answer.get("refused"), str):
+        return {"refused": answer["refused"]}
+    pages = answer.get("pages") if isinstance(answer, dict) else None
+    title = answer.get("title") if isinstance(answer, dict) else None
+    if not isinstance(pages, list) or not isinstance(title, str):
+        raise ParseError("PDFium's worker answered something other than the text of a PDF")
+    valid = [_valid(page) if isinstance(page, str) else "" for page in pages]
+    return {"pages": valid, "title": _valid(title)}
 
 
-def _zlib_header(head: bytes) -> bool:
-    return len(head) == 2 and head[0] & 0x0F == 8 and (head[0] << 8 | head[1]) % 31 == 0
+def _valid(text: str) -> str:
+    return text if text.isascii() else text.encode("utf-8", "replace").decode("utf-8")
 
 
-def _inflated_size(stream: memoryview) -> int:
-    """How much one zlib stream inflates to, up to just past MAX_STREAM_BYTES (then refused);
-    a damaged stream counts for what inflated before the damage."""
-    inflater = zlib.decompressobj()
-    size = 0
-    pending: bytes | memoryview = stream
-    try:
-        while True:
-            out = inflater.decompress(pending, INFLATE_STEP_BYTES)
-            size += len(out)
-            if size > MAX_STREAM_BYTES:
-                limit = MAX_STREAM_BYTES // 2**20
-                raise ParseError(f"PDF bomb (a stream inflates past {limit:,} MiB)")
-            pending = inflater.unconsumed_tail
-            if inflater.eof or not out:
-                return size
-    except zlib.error:
-        return size
+class _Worker:
+    """The process that runs PDFium for this one (see the module), and the lock that gives it
+    one PDF at a time."""
 
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._process: subprocess.Popen[bytes] | None = None
 
-def _read(data: bytes) -> tuple[list[str], str]:
-    """Each page's cleaned text ("" for a page without text, or one PDFium cannot read) and
-    the metadata title. Called with the lock held."""
-    try:
-        pdf = pdfium.PdfDocument(data)
-    except pdfium.PdfiumError as exc:
-        raise _load_error(exc, data) from exc
-    try:
-        texts = [_page_text(pdf, n) for n in range(len(pdf))]
-        return texts, _metadata_title(pdf)
-    finally:
-        pdf.close()
+    def read(self, data: bytes) -> dict:
+        """The worker's answer for one PDF; ParseError when it died or ran out of time."""
+        with self._lock:
+            process = self._running()
+            assert process.stdin is not None and process.stdout is not None
+            expired = threading.Event()
 
+            def expire() -> None:
+                expired.set()
+                process.kill()
 
-def _page_text(pdf: pdfium.PdfDocument, number: int) -> str:
-    try:
-        page = pdf[number]
-    except pdfium.PdfiumError:  # one damaged page does not make the others unreadable
-        return ""
-    try:
-        textpage = page.get_textpage()
+            timer = threading.Timer(PDF_DEADLINE_S, expire)
+            timer.start()
+            try:
+                write_message(process.stdin, data)
+                answer = read_message(process.stdout, limit=MAX_ANSWER_BYTES)
+            except OSError:  # the worker died while it was sent the file
+                answer = None
+            finally:
+                timer.cancel()
+            if answer is None:
+                raise self._died(process, timed_out=expired.is_set())
+        return _checked(json.loads(answer))
+
+    def close(self) -> None:
+        with self._lock:
+            if self._process is not None:
+                self._stop(self._process)
+                self._process = None
+
+    def _running(self) -> subprocess.Popen[bytes]:
+        if self._process is None or self._process.poll() is not None:
+            package_root = str(Path(__file__).resolve().parents[2])
+            path = os.environ.get("PYTHONPATH")
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_root, path]))}
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", "metis_lite.parsing.pdf_worker"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                env=env,
+            )
+        return self._process
+
+    def _died(self, process: subprocess.Popen[bytes], *, timed_out: bool) -> ParseError:
+        self._stop(process)
+        self._process = None
+        if timed_out:
+            return ParseError(f"PDFium took longer than {PDF_DEADLINE_S:.0f} s to read it")
+        limit = PDF_MEMORY_BYTES // 2**20
+        return ParseError(
+            f"PDFium stopped reading it (exit {process.returncode}): it needs more than "
+            f"{limit:,} MiB of memory (a PDF bomb?), or it crashed on it"
+        )
+
+    @staticmethod
+    def _stop(process: subprocess.Popen[bytes]) -> None:
+        for stream in (process.stdin, process.stdout):
+            if stream is not None:
+                stream.close()
         try:
-            return page_text(textpage.get_text_bounded())
-        finally:
-            textpage.close()
-    except pdfium.PdfiumError:
-        return ""
-    finally:
-        page.close()
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
-def _load_error(exc: pdfium.PdfiumError, data: bytes) -> ParseError:
-    code = getattr(exc, "err_code", None)
-    if code == pdfium_c.FPDF_ERR_PASSWORD:
-        return ParseError("encrypted PDF (a password is needed to read it)")
-    if code == pdfium_c.FPDF_ERR_SECURITY:
-        return ParseError("encrypted PDF (an encryption PDFium does not read)")
-    if b"%%EOF" not in data[-EOF_WITHIN:]:
-        return ParseError("not a valid PDF (truncated: no %%EOF at its end)")
-    message = reason(exc).removeprefix("Failed to load document ").strip("().")
-    return ParseError(f"not a valid PDF ({message})")
+_WORKER = _Worker()
+"""This process's PDFium worker: a resource held for the process's life, closed at exit."""
+
+atexit.register(_WORKER.close)
 
 
 def page_text(raw: str) -> str:
@@ -181,11 +181,3 @@ def page_text(raw: str) -> str:
 def _join_hyphenated(match: re.Match[str]) -> str:
     before, after = match[1], match[2]
     return before + after if before.isalpha() and after.islower() else match[0]
-
-
-def _metadata_title(pdf: pdfium.PdfDocument) -> str:
-    try:
-        title = pdf.get_metadata_value("Title")
-    except Exception:  # a damaged Info dictionary only costs the title
-        return ""
-    return collapse(title) if title else ""

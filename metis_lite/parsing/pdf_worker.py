@@ -1,0 +1,132 @@
+"""PDFium in a process of its own, its memory capped: what reads a PDF's pages for pdf.py.
+
+PDFium inflates a page's content stream whole, however large, through any chain of filters
+(a 1.3 MB file holding 1 GiB of spaces, Flate-compressed then written in ASCII85, takes it
+2 GB), decrypts before it inflates, and is C code reading hostile bytes. So it runs here, in a
+child process whose data segment is capped at PDF_MEMORY_BYTES (RLIMIT_DATA): an allocation
+past the cap aborts PDFium, and with it only this process; the parent reports the file as
+refused and starts another. Nothing but text crosses back: the answer is JSON, never pickle.
+
+    parent ─ 8-byte length + the PDF's bytes ─▶ worker (stdin)
+    parent ◀─ 8-byte length + {"pages": [raw text of each page], "title": …}
+                              or {"refused": reason} ─ worker (stdout)
+
+Run as `python -m metis_lite.parsing.pdf_worker`; it answers until its stdin closes.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import sys
+from typing import IO
+
+PDF_MEMORY_BYTES = 1024 * 1024 * 1024
+"""The worker's data segment (heap and anonymous maps): 1 GiB. Reading the 309 PDFs of Debian's
+texlive-latex-base-doc, one after the other (the largest 7 MB, 1,611 pages), peaks at 82 MB."""
+
+LENGTH = struct.Struct(">Q")
+"""Each message is prefixed by its length in bytes, 8 bytes big-endian."""
+
+EOF_WITHIN = 1024
+"""A complete PDF ends with `%%EOF` within this many trailing bytes; a truncated one does not."""
+
+
+def read_pages(data: bytes) -> dict:
+    """{"pages": [each page's raw text, "" for none], "title": metadata title} of a PDF, or
+    {"refused": why} for one PDFium cannot open."""
+    import pypdfium2 as pdfium
+    import pypdfium2.raw as pdfium_c
+
+    try:
+        pdf = pdfium.PdfDocument(data)
+    except pdfium.PdfiumError as exc:
+        return {"refused": _load_error(getattr(exc, "err_code", None), str(exc), data, pdfium_c)}
+    try:
+        return {"pages": [_page_text(pdf, n) for n in range(len(pdf))], "title": _title(pdf)}
+    finally:
+        pdf.close()
+
+
+def _page_text(pdf, number: int) -> str:
+    import pypdfium2 as pdfium
+
+    try:
+        page = pdf[number]
+    except pdfium.PdfiumError:  # one damaged page does not make the others unreadable
+        return ""
+    try:
+        textpage = page.get_textpage()
+        try:
+            return textpage.get_text_bounded()
+        finally:
+            textpage.close()
+    except pdfium.PdfiumError:
+        return ""
+    finally:
+        page.close()
+
+
+def _title(pdf) -> str:
+    try:
+        return pdf.get_metadata_value("Title") or ""
+    except Exception:  # noqa: BLE001 - a damaged Info dictionary only costs the title
+        return ""
+
+
+def _load_error(code: int | None, message: str, data: bytes, pdfium_c) -> str:
+    if code == pdfium_c.FPDF_ERR_PASSWORD:
+        return "encrypted PDF (a password is needed to read it)"
+    if code == pdfium_c.FPDF_ERR_SECURITY:
+        return "encrypted PDF (an encryption PDFium does not read)"
+    if b"%%EOF" not in data[-EOF_WITHIN:]:
+        return "not a valid PDF (truncated: no %%EOF at its end)"
+    detail = message.removeprefix("Failed to load document ").strip("().")
+    return f"not a valid PDF ({detail[:120]})"
+
+
+def write_message(stream: IO[bytes], payload: bytes) -> None:
+    stream.write(LENGTH.pack(len(payload)))
+    stream.write(payload)
+    stream.flush()
+
+
+def read_message(stream: IO[bytes], *, limit: int | None = None) -> bytes | None:
+    """One message, or None when the stream ended (between messages or inside one) or the
+    message says it is longer than `limit` bytes."""
+    head = stream.read(LENGTH.size)
+    if len(head) < LENGTH.size:
+        return None
+    (size,) = LENGTH.unpack(head)
+    if limit is not None and size > limit:
+        return None
+    payload = stream.read(size)
+    return payload if len(payload) == size else None
+
+
+def cap_memory(limit: int) -> None:
+    """Cap this process's data segment; where the OS has no such limit, run uncapped."""
+    try:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+    except (ImportError, AttributeError, ValueError, OSError):
+        pass
+
+
+def main() -> int:
+    cap_memory(PDF_MEMORY_BYTES)
+    requests, answers = sys.stdin.buffer, sys.stdout.buffer
+    while (data := read_message(requests)) is not None:
+        try:
+            answer = read_pages(data)
+        except MemoryError:  # Python's share of the cap ran out (PDFium's own aborts instead)
+            answer = {"refused": f"it needs more than {PDF_MEMORY_BYTES >> 20:,} MiB of memory"}
+        except Exception as exc:  # noqa: BLE001 - pypdfium2 failing on bad input: a bad file
+            answer = {"refused": f"unreadable pdf ({type(exc).__name__}: {str(exc)[:120]})"}
+        write_message(answers, json.dumps(answer).encode())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
