@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import sys
 import threading
 from contextlib import closing
 
@@ -365,10 +366,13 @@ def test_a_lock_file_removed_while_the_service_looks_is_no_error(tmp_path):
             lock.path.unlink(missing_ok=True)
 
     remover = threading.Thread(target=churn)
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads take turns as often as they can: the race shows
     remover.start()
     try:
-        looks = [IndexerLock(tmp_path / "b.db").held_elsewhere() for _ in range(2_000)]
+        looks = [IndexerLock(tmp_path / "b.db").held_elsewhere() for _ in range(5_000)]
     finally:
         stop.set()
         remover.join()
+        sys.setswitchinterval(switch)
     assert not any(looks)
