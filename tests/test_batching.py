@@ -117,3 +117,49 @@ def test_a_runner_made_in_a_pinned_process_is_told_its_cores(monkeypatch):
         runner.close()
     monkeypatch.delattr(os, "sched_getaffinity")
     assert batching.allowed_cores() == (os.cpu_count() or 1)
+
+
+def test_a_question_runs_the_way_that_has_lately_been_faster():
+    choice = batching.QuestionChoice()
+    ways = []
+    for n in range(1, 41):
+        parted = choice.parted()
+        ways.append(parted)
+        if n <= 20:  # parts faster (the other cores free) ...
+            choice.took(parted, 0.010 if parted else 0.020)
+        else:  # ... then slower (another process took them)
+            choice.took(parted, 0.040 if parted else 0.020)
+    assert ways[:2] == [True, False]  # each way tried once
+    assert ways[2:20].count(True) >= 15  # then mostly parts, the other way now and then
+    assert False in ways[2:20]
+    assert ways[30:].count(False) >= 8  # the moving average follows: whole from then on
+
+
+class _PartedEncoder(_RowEncoder):
+    def __init__(self):
+        self.calls = []
+
+    def forward(self, ids, types, lengths):
+        self.calls.append("whole")
+        return super().forward(ids, types, lengths)
+
+    def forward_parted(self, ids, types, parts, pool):
+        self.calls.append(f"parts {parts}")
+        return super().forward(ids, types, [len(ids)])
+
+
+def test_a_short_sequence_alone_is_run_in_parts_or_whole_and_both_give_its_rows():
+    encoder = _PartedEncoder()
+    runner = BatchRunner(encoder, workers=3)
+    try:
+        if runner.workers < 2:
+            pytest.skip("threadpoolctl is not installed: one thread runs everything")
+        rows = [runner.run([([7, 8, 9], [0, 1, 1])], lambda h, s: h[s]) for _ in range(3)]
+        assert encoder.calls[:2] == ["parts 3", "whole"]  # each way tried once, then chosen
+        assert all(np.array_equal(r, [[7.0, 0.0]]) for r in rows)
+        encoder.calls.clear()
+        runner.run([([1] * 200, [0] * 200)], lambda h, s: h[s])  # too long: whole sub-batches
+        runner.run([([1], [0]), ([2], [0])], lambda h, s: h[s])  # two: sub-batches
+        assert encoder.calls == ["whole", "whole"]
+    finally:
+        runner.close()

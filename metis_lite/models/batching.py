@@ -11,7 +11,8 @@ pinned with `taskset` or a container's CPU set uses what it was given, not the m
 releases the GIL inside its loops, so the element-wise steps (GELU, softmax, LayerNorm), which
 NumPy runs on one core, also use every core. A question (one short sequence) is cut the other
 way: each layer's products in parts, one per worker up to PARTS_MAX, that meet twice a layer
-(BertEncoder.forward_parted). BLAS stays at one thread for the whole call (threadpoolctl):
+(BertEncoder.forward_parted), while that is faster than running it whole (QuestionChoice: not
+when another process holds the other cores). BLAS stays at one thread for the whole call (threadpoolctl):
 OpenBLAS's own threads gain little on these sizes and lose badly when other processes hold the
 cores (a question's small matrix products measured 10× slower with two BLAS threads on a busy
 machine; our parts wait on the pool's queue, they do not spin). Without threadpoolctl, everything runs in the caller's thread with BLAS as it is.
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
@@ -67,6 +69,7 @@ class BatchRunner:
             self._pool = ThreadPoolExecutor(workers, "bert")
         self._workers = workers if self._pool is not None else 1
         self._lock = threading.Lock()
+        self._choice = QuestionChoice()
 
     @property
     def workers(self) -> int:
@@ -81,13 +84,9 @@ class BatchRunner:
             len(sequences) == 1
             and self._pool is not None
             and len(sequences[0][0]) <= PARTED_MAX_TOKENS
+            and hasattr(self.encoder, "forward_parted")
         ):
-            parted = getattr(self.encoder, "forward_parted", None)
-            if parted is not None:
-                ids, types = (np.asarray(part, np.int64) for part in sequences[0])
-                split = min(self._workers, PARTS_MAX)
-                with self._lock, self._single_threaded_blas():
-                    return head(parted(ids, types, split, self._pool), np.zeros(1, np.int64))
+            return self._question(sequences[0], head)
         order = sorted(range(len(sequences)), key=lambda n: len(sequences[n][0]))
         batches = _buckets([len(sequences[n][0]) for n in order], self._workers)
         with self._lock, self._single_threaded_blas():
@@ -104,6 +103,22 @@ class BatchRunner:
         for (a, b), part in zip(batches, parts, strict=True):
             out[order[a:b]] = part
         return out
+
+    def _question(self, sequence: tuple[Sequence[int], Sequence[int]], head: Head) -> np.ndarray:
+        """One short sequence, run in parts on the workers or whole in the caller's thread,
+        whichever has lately been faster here (QuestionChoice)."""
+        assert self._pool is not None
+        ids, types = (np.asarray(part, np.int64) for part in sequence)
+        with self._lock, self._single_threaded_blas():
+            parted = self._choice.parted()
+            started = time.perf_counter()
+            if parted:
+                split = min(self._workers, PARTS_MAX)
+                hidden = self.encoder.forward_parted(ids, types, split, self._pool)
+            else:
+                hidden = self.encoder.forward(ids, types, [len(ids)])
+            self._choice.took(parted, time.perf_counter() - started)
+        return head(hidden, np.zeros(1, np.int64))
 
     def close(self) -> None:
         if self._pool is not None:
@@ -126,6 +141,36 @@ class BatchRunner:
         if self._blas is None:
             return nullcontext()
         return self._blas.limit(limits=1, user_api="blas")
+
+
+class QuestionChoice:
+    """Whether the next question runs in parts on the workers or whole: parts when the other
+    cores are free (each reads a share of the weights), whole when another process holds them
+    (the parts would wait for it). Each way's time is followed as a moving average, the faster
+    chosen, and one question in PROBE_EVERY runs the other way, so that the choice follows
+    the machine's load. Not thread-safe: the runner's lock serialises it."""
+
+    PROBE_EVERY = 8
+    SMOOTHING = 0.25
+    """Weight of the newest time in a way's moving average."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[bool, float | None] = {True: None, False: None}
+        self.asked = 0
+
+    def parted(self) -> bool:
+        self.asked += 1
+        parted, whole = self.seconds[True], self.seconds[False]
+        if parted is None or whole is None:
+            return parted is None
+        faster = parted <= whole
+        return faster if self.asked % self.PROBE_EVERY else not faster
+
+    def took(self, parted: bool, seconds: float) -> None:
+        before = self.seconds[parted]
+        self.seconds[parted] = (
+            seconds if before is None else before + self.SMOOTHING * (seconds - before)
+        )
 
 
 def allowed_cores() -> int:

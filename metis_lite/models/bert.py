@@ -406,11 +406,14 @@ class BertEncoder:
 
 
 def _together(pool: Executor, parts: int, work: Callable[[int], np.ndarray]) -> np.ndarray:
-    """The sum of work(0) … work(parts - 1), part 0 in the caller's thread, the rest in `pool`."""
+    """The sum of work(0) … work(parts - 1), part 0 in the caller's thread, the rest in `pool`;
+    a part no worker has begun once the caller's is done (its core is busy with another
+    process) is taken back and done in the caller's thread, so a busy machine costs a question
+    little more than running it whole."""
     others = [pool.submit(work, j) for j in range(1, parts)]
     total = work(0)
-    for other in others:
-        total += other.result()
+    for j, other in enumerate(others, start=1):
+        total += work(j) if other.cancel() else other.result()
     return total
 
 
