@@ -14,7 +14,7 @@ from conftest import ROOT, words_only_base
 
 from metis_lite.base import Base
 from metis_lite.errors import BaseBusy, InvalidRequest, SourceNotFound, SourceOverlap
-from metis_lite.store import IndexerLock
+from metis_lite.store import IndexerLock, Store
 
 
 def write(folder: Path, name: str, text: str) -> Path:
@@ -165,6 +165,24 @@ def test_a_failed_command_leaves_no_new_base_behind(docs, tmp_path):
     with pytest.raises(InvalidRequest), Base(tmp_path / "kept.db", create=True) as base:
         base.configure(chunk_size=5)
     assert (tmp_path / "kept.db").exists()
+
+
+def test_a_new_empty_base_another_connection_has_open_is_kept_and_only_sqlite_removes_files(
+    tmp_path,
+):
+    """discard() leaves WAL mode first, which SQLite does (removing the -wal and -shm itself)
+    only while no other connection has the base open: one that has it keeps it whole."""
+    base = Base(tmp_path / "new.db", create=True)
+    other = Store(tmp_path / "new.db")
+    try:
+        assert base.discard() is False
+        assert other.counts()["sources"] == 0  # still a base the other connection reads
+    finally:
+        other.close()
+    assert (tmp_path / "new.db").exists()
+    alone = Base(tmp_path / "alone.db", create=True)
+    assert alone.discard() is True
+    assert not list(tmp_path.glob("alone.db*"))
 
 
 def test_a_memory_needs_no_folder_and_says_so(tmp_path):
