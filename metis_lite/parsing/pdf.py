@@ -145,9 +145,11 @@ class _Worker:
         if timed_out:
             return ParseError(f"PDFium took longer than {PDF_DEADLINE_S:.0f} s to read it")
         limit = PDF_MEMORY_BYTES // 2**20
+        code = process.returncode
+        how = f"signal {-code}" if code and code < 0 else f"exit {code}"
         return ParseError(
-            f"PDFium stopped reading it (exit {process.returncode}): it needs more than "
-            f"{limit:,} MiB of memory (a PDF bomb?), or it crashed on it"
+            f"PDFium stopped reading it ({how}): it needs more than {limit:,} MiB of memory "
+            "(a PDF bomb?), or it crashed on it"
         )
 
     @staticmethod
