@@ -31,15 +31,16 @@ from typing import Any
 
 import numpy as np
 
-from metis_lite.models.bert import BertEncoder
+from metis_lite.models.bert import SHIFT_FREE_LENGTH, BertEncoder
 
 TOKENS_PER_BATCH = 2048
 """Tokens in one sub-batch (8 passages of 256 tokens): enough rows for BLAS to run at full
 speed, few enough that the temporaries stay a few MB."""
 
-PARTED_MAX_TOKENS = 128
-"""A call of one sequence up to this long (a question) runs each layer's products in parts on
-several workers (BertEncoder.forward_parted); a longer one, or several, run whole sub-batches."""
+PARTED_MAX_TOKENS = SHIFT_FREE_LENGTH - 1
+"""A call of one sequence up to this long (a question) may run each layer's products in parts
+on several workers (BertEncoder.forward_parted: the softmax of a longer one may skip its shift,
+which the parts do not decide alike); a longer one, or several, run whole sub-batches."""
 
 PARTS_MAX = 4
 """Parts a question's products are cut in at most: past four, each part's share of a 384-wide
@@ -146,9 +147,10 @@ class BatchRunner:
 class QuestionChoice:
     """Whether the next question runs in parts on the workers or whole: parts when the other
     cores are free (each reads a share of the weights), whole when another process holds them
-    (the parts would wait for it). Each way's time is followed as a moving average, the faster
-    chosen, and one question in PROBE_EVERY runs the other way, so that the choice follows
-    the machine's load. Not thread-safe: the runner's lock serialises it."""
+    (the parts would wait for it). Both give the same vector, bit for bit. Each way's time is
+    followed as a moving average, the faster chosen, and one question in PROBE_EVERY runs the
+    other way, so that the choice follows the machine's load. Not thread-safe: the runner's
+    lock serialises it."""
 
     PROBE_EVERY = 8
     SMOOTHING = 0.25

@@ -50,6 +50,12 @@ FFN_ROWS = 128
 EXP_SAFE = 80.0
 """Attention scores below this cannot overflow float32's exp (e^88.7) even summed over 512."""
 
+BLAS_SMALL_PRODUCT = 1_000_000
+"""OpenBLAS multiplies a product of rows × columns × depth up to this with its small-matrix
+kernel, which sums a long depth (the feed-forward's 1,536) in another order than its blocked
+one: a question cut so fine that a part's output product falls below it (a few tokens) is run
+whole, so that a part's columns are computed as the whole product computes them."""
+
 SHIFT_FREE_LENGTH = 64
 """Sequences at least this long check whether the softmax may skip its max shift."""
 
@@ -307,58 +313,75 @@ class BertEncoder:
     def forward_parted(
         self, ids: np.ndarray, type_ids: np.ndarray, parts: int, pool: Executor
     ) -> np.ndarray:
-        """`forward` of one short sequence (a question), each layer's products cut in `parts`
-        run at once (the caller's thread and `pool`'s): each part takes its share of the heads
-        (their query, key and value columns, their attention, their rows of the output
-        projection) and of the feed-forward's inner columns, so that every part multiplies
-        `1/parts` of the weights and the parts meet twice a layer to add what they made. A
-        question's products have too few rows for BLAS to run near its peak, and reading
-        the weights once per question is most of its cost: `parts` cores share it. The same
-        vector as `forward`, but for the order of the sums (float32 rounding)."""
+        """`forward` of one short sequence (a question, under SHIFT_FREE_LENGTH tokens), each
+        layer's products cut in `parts` run at once (the caller's thread and `pool`'s): the
+        heads (their query, key and value columns and their attention), then the columns of
+        each product after it. A question's products have too few rows for BLAS to run near
+        its peak, and reading the weights once per question is most of its cost: each part
+        reads `1/parts` of them. Only output columns are cut, never a sum, so every value is
+        computed as `forward` computes it: the same hidden states, bit for bit."""
         cfg = self.config
-        if parts < 2 or cfg.num_heads % parts or cfg.intermediate_size % parts:
-            return self.forward(ids, type_ids, [len(ids)])
-        if len(ids) > cfg.max_positions:
-            raise ModelError(f"{len(ids)} tokens exceed the model's {cfg.max_positions}")
+        n, hidden, inner_size = len(ids), cfg.hidden_size, cfg.intermediate_size
+        if (
+            parts < 2
+            or cfg.num_heads % parts
+            or inner_size % parts
+            or n >= SHIFT_FREE_LENGTH
+            or n * (hidden // parts) * inner_size <= BLAS_SMALL_PRODUCT
+        ):
+            return self.forward(ids, type_ids, [n])
         x = self.word.rows(ids)
-        x += self.position[np.arange(len(ids)) + cfg.position_offset]
-        x += self.token_type[type_ids]
+        x += self.position[np.arange(n) + cfg.position_offset]
+        x += self.token_type[type_ids] if type_ids.any() else self.token_type[0]
         layer_norm_(x, self.emb_ln_g, self.emb_ln_b, cfg.layer_norm_eps)
+        context, attended = np.empty((n, hidden), _DTYPE), np.empty((n, hidden), _DTYPE)
+        inner, out = np.empty((n, inner_size), _DTYPE), np.empty((n, hidden), _DTYPE)
         for layer in self.layers:
-            attended = _together(pool, parts, partial(self._heads, x, layer, parts=parts))
+            _each(pool, parts, partial(self._heads, x, layer, context, parts=parts))
+            _each(pool, parts, partial(_columns, context, layer.out_w, attended, parts=parts))
             attended += layer.out_b
             attended += x
             layer_norm_(attended, layer.ln1_g, layer.ln1_b, cfg.layer_norm_eps)
-            x = _together(pool, parts, partial(self._inner, attended, layer, parts=parts))
-            x += layer.ffn_out_b
-            x += attended
-            layer_norm_(x, layer.ln2_g, layer.ln2_b, cfg.layer_norm_eps)
+            _each(pool, parts, partial(self._inner, attended, layer, inner, parts=parts))
+            _each(pool, parts, partial(_columns, inner, layer.ffn_out_w, out, parts=parts))
+            out += layer.ffn_out_b
+            out += attended
+            layer_norm_(out, layer.ln2_g, layer.ln2_b, cfg.layer_norm_eps)
+            x, out = out, x
         return x
 
-    def _heads(self, x: np.ndarray, layer: _Layer, part: int, *, parts: int) -> np.ndarray:
-        """Part `part` of self-attention and of its output projection (before its bias)."""
+    def _heads(
+        self, x: np.ndarray, layer: _Layer, context: np.ndarray, part: int, *, parts: int
+    ) -> None:
+        """Part `part` of self-attention: its heads' context, into their columns of `context`."""
         cfg = self.config
         hidden, heads = cfg.hidden_size, cfg.num_heads // parts
-        n, width = x.shape[0], cfg.hidden_size // parts
+        n, width = x.shape[0], hidden // parts
         q, k, v = (
             slice(at + part * width, at + (part + 1) * width) for at in (0, hidden, 2 * hidden)
         )
-        query = (x @ layer.qkv_w[:, q] + layer.qkv_b[q]).reshape(n, heads, -1).transpose(1, 0, 2)
-        key = (x @ layer.qkv_w[:, k] + layer.qkv_b[k]).reshape(n, heads, -1).transpose(1, 2, 0)
-        value = (x @ layer.qkv_w[:, v] + layer.qkv_b[v]).reshape(n, heads, -1).transpose(1, 0, 2)
-        scores = np.matmul(query, key)
+        query, key, value = (x @ layer.qkv_w[:, cols] for cols in (q, k, v))
+        query += layer.qkv_b[q]
+        key += layer.qkv_b[k]
+        value += layer.qkv_b[v]
+        scores = np.matmul(
+            query.reshape(n, heads, -1).transpose(1, 0, 2),
+            key.reshape(n, heads, -1).transpose(1, 2, 0),
+        )
         softmax_(scores)
-        context = np.matmul(scores, value).transpose(1, 0, 2).reshape(n, width)
-        return context @ layer.out_w[q]
+        own = np.matmul(scores, value.reshape(n, heads, -1).transpose(1, 0, 2))
+        context[:, q] = own.transpose(1, 0, 2).reshape(n, width)
 
-    def _inner(self, attended: np.ndarray, layer: _Layer, part: int, *, parts: int) -> np.ndarray:
-        """Part `part` of the feed-forward (before its output bias)."""
+    def _inner(
+        self, attended: np.ndarray, layer: _Layer, inner: np.ndarray, part: int, *, parts: int
+    ) -> None:
+        """Part `part` of the feed-forward's inner layer (2·GELU), into its columns of `inner`."""
         width = self.config.intermediate_size // parts
         cols = slice(part * width, (part + 1) * width)
-        inner = attended @ layer.ffn_in_w[:, cols]
-        inner += layer.ffn_in_b[cols]
-        gelu2_(inner)
-        return inner @ layer.ffn_out_w[cols]
+        mine = attended @ layer.ffn_in_w[:, cols]
+        mine += layer.ffn_in_b[cols]
+        gelu2_(mine)
+        inner[:, cols] = mine
 
     def _layer(self, x: np.ndarray, layer: _Layer, runs: list[_Run], longest: int) -> np.ndarray:
         cfg = self.config
@@ -405,16 +428,24 @@ class BertEncoder:
         return attended
 
 
-def _together(pool: Executor, parts: int, work: Callable[[int], np.ndarray]) -> np.ndarray:
-    """The sum of work(0) … work(parts - 1), part 0 in the caller's thread, the rest in `pool`;
-    a part no worker has begun once the caller's is done (its core is busy with another
-    process) is taken back and done in the caller's thread, so a busy machine costs a question
-    little more than running it whole."""
+def _each(pool: Executor, parts: int, work: Callable[[int], None]) -> None:
+    """work(0) … work(parts - 1), part 0 in the caller's thread, the rest in `pool`; a part no
+    worker has begun once the caller's is done (its core is busy with another process) is
+    taken back and done in the caller's thread."""
     others = [pool.submit(work, j) for j in range(1, parts)]
-    total = work(0)
+    work(0)
     for j, other in enumerate(others, start=1):
-        total += work(j) if other.cancel() else other.result()
-    return total
+        if other.cancel():
+            work(j)
+        else:
+            other.result()
+
+
+def _columns(a: np.ndarray, b: np.ndarray, out: np.ndarray, part: int, *, parts: int) -> None:
+    """Part `part` of out = a @ b: its share of the columns (each the whole sum, as a @ b)."""
+    width = b.shape[1] // parts
+    cols = slice(part * width, (part + 1) * width)
+    out[:, cols] = a @ b[:, cols]
 
 
 _Run = tuple[int, int, int]
