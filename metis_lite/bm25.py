@@ -121,6 +121,7 @@ class WordIndex:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
+        self._recent = threading.local()  # this thread's last question's scores, by state
         self.failure: BaseException | None = None
         """What stopped the thread, when something did (FTS5 answers from then on)."""
 
@@ -178,10 +179,18 @@ class WordIndex:
         if state.live == 0 or state.tokens == 0 or n <= 0:
             return []
         among = None if allowed is None else _slots_of(state, allowed)
-        if among is not None and len(among) * FEW_ALLOWED < state.live:
+        recent = getattr(self._recent, "scored", None)
+        if recent is not None and recent[0] is state and recent[1] == tuple(words):
+            slots, scores = recent[2]  # the same question again (a deeper list, its scores_of)
+        elif among is not None and len(among) * FEW_ALLOWED < state.live:
             slots, scores = _scores_among(state, words, among)
+            among = None
         else:
-            slots, scores = _scores(state, words, among)
+            slots, scores = _scores(state, words)
+            self._recent.scored = (state, tuple(words), (slots, scores))
+        if among is not None:
+            keep = np.isin(slots, among, assume_unique=True)
+            slots, scores = slots[keep], scores[keep]
         best = _best(slots, scores, n)
         order = np.searchsorted(slots, best)
         return [
@@ -354,9 +363,7 @@ def _weights(state: _State, idf: float, slots: np.ndarray, counts: np.ndarray) -
     return idf * ((frequency * (K1 + 1.0)) / (frequency + state.norm[slots]))
 
 
-def _scores(
-    state: _State, words: Sequence[str], among: np.ndarray | None
-) -> tuple[np.ndarray, np.ndarray]:
+def _scores(state: _State, words: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """(slots that match, their scores), slots ascending: every word's postings at once, each
     slot's shares summed in the question's order from 0.0 (np.bincount adds in input order)."""
     terms = _terms(state, words)
@@ -366,8 +373,6 @@ def _scores(
     shares = np.concatenate([_weights(state, *term) for term in terms])
     scores = np.bincount(rows, weights=shares)
     matched = np.flatnonzero(scores)
-    if among is not None:
-        matched = np.intersect1d(matched, among, assume_unique=True)
     return matched, scores[matched]
 
 

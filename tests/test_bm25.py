@@ -126,9 +126,12 @@ def test_top_n_and_scores_are_fts5s_on_random_corpora(store, index, monkeypatch,
         subset = sorted(rng.sample(sorted(corpus), min(len(corpus), rng.randint(1, 6))))
         for few in (0, 10**9):  # every posting read; each allowed chunk looked up
             monkeypatch.setattr(bm25, "FEW_ALLOWED", few)
-            assert memory(index, store, words, n, allowed) == fts5(store, words, n, kept)
-            among = memory(index, store, words, n, np.array(subset + [10**9]))  # one gone
-            assert among == [hit for hit in every if hit[0] in subset][:n]
+            for recent in (False, True):  # this question's scores computed, or kept from before
+                if not recent:
+                    index._recent.__dict__.clear()
+                among = memory(index, store, words, n, np.array(subset + [10**9]))  # one gone
+                assert among == [hit for hit in every if hit[0] in subset][:n]
+                assert memory(index, store, words, n, allowed) == fts5(store, words, n, kept)
 
 
 def test_a_stale_index_answers_nothing_and_fts5_answers_the_same(store, index):
@@ -304,3 +307,24 @@ def test_filters_through_keyword_search_are_fts5s(store, index):
         hits = keyword.search(store, "gpu error travel", 40, filters=filters, index=index)
         expected = fts5(store, ["gpu", "error", "travel"], 40, filters)
         assert [(h.chunk_id, h.score) for h in hits] == expected and expected
+
+
+def test_a_question_asked_again_reuses_its_scores_until_the_base_changes(store, index, monkeypatch):
+    rng = random.Random(6)
+    for d in range(20):
+        write(store, rng, f"d{d}.md")
+    assert index.wait(store)
+    computed = []
+    real = bm25._scores
+    monkeypatch.setattr(bm25, "_scores", lambda *a: computed.append(a[1]) or real(*a))
+    words = ["gpu", "budget", "the"]
+    first = memory(index, store, words, 5)
+    deeper = memory(index, store, words, 50)  # a deeper list of the same question
+    some = [chunk_id for chunk_id, _ in deeper[::3]]
+    assert memory(index, store, words, 50, np.array(some)) == [h for h in deeper if h[0] in some]
+    assert deeper[:5] == first and len(computed) == 1
+    memory(index, store, ["travel"], 5)  # another question
+    write(store, rng, "d0.md")  # another state of the base
+    assert index.wait(store)
+    assert memory(index, store, words, 50) == fts5(store, words, 50)
+    assert computed == [words, ["travel"], words]
