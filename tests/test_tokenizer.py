@@ -377,7 +377,7 @@ def test_each_index_is_read_by_the_rules_it_declares():
         connection.execute("CREATE VIRTUAL TABLE newer USING fts5(text, tokenize='metis 3')")
 
 
-ASCII_RUNS = st.text(alphabet="aZ09 _-.,\x00\t", max_size=40)
+ASCII_RUNS = st.text(alphabet="aZ09 _-.,\x00\t" + tokenizer.SEPARATORS[::3], max_size=40)
 
 
 @settings(max_examples=300, deadline=None)
@@ -394,3 +394,18 @@ def test_words_of_many_texts_are_each_texts_tokens_in_turn(texts):
 def test_ascii_words_are_runs_of_two_or_more_or_a_lone_digit(text):
     runs = [w for w in "".join(c if c.isalnum() else " " for c in text.lower()).split()]
     assert tokens(text) == [w for w in runs if len(w) > 1 or w.isdigit()]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="aZé09 _-.,ß" + tokenizer.SEPARATORS, max_size=60))
+def test_separators_read_as_the_full_rules_read_them(text):
+    assert tokens(text) == tokenizer._unicode_tokens(text)
+
+
+def test_each_separator_is_no_letter_digit_or_mark_folded_or_not():
+    tables = (unicode_tables.MARKS, unicode_tables.CJK_LETTERS, unicode_tables.UNSAFE)
+    for c in tokenizer.SEPARATORS:
+        assert not any(a <= ord(c) <= b for table in tables for a, b in table), c
+        for form in (c, fold(c), unicodedata.normalize("NFKD", c)):
+            assert not any(x.isalnum() or unicodedata.category(x)[0] == "M" for x in form), c
+        assert tokens(f"ab{c}cd") == tokenizer._unicode_tokens(f"ab{c}cd") == ["ab", "cd"]
