@@ -484,7 +484,11 @@ def real_documents(work: Path, limit: int | None, log: Callable[[str], None]) ->
             out[kind] = {"available": False, "why": f"no {kind} files in {root}"}
             continue
         log(f"  {kind}: {len(paths)} files from {root} …")
-        figures = bench_parsing.whole_index(kind, paths, root, work)
+        try:
+            figures = bench_parsing.whole_index(kind, paths, root, work)
+        except Exception as exc:  # noqa: BLE001 - a benchmark row, not a failure of the run
+            out[kind] = {"available": False, "why": f"{type(exc).__name__}: {exc}"}
+            continue
         with Store(work / f"{kind}.db") as store:
             rows = store.db.execute(
                 "SELECT text, title, headings FROM chunks ORDER BY random() LIMIT ?",
