@@ -106,8 +106,18 @@ class Base:
     """One open base: a bounded pool of connections, its vectors in memory, its models (made
     when needed)."""
 
-    def __init__(self, path: str | Path, *, create: bool = False, name: str | None = None) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        create: bool = False,
+        name: str | None = None,
+        workers: int | None = None,
+    ) -> None:
         self.path = Path(path)
+        self.workers = ingest.check_workers(workers)
+        """Cores its indexing (parse processes) and its embedded models (threads) use; None:
+        every core the process may run on."""
         self.created = create and not self.path.exists()
         """True when this Base made the file (discard() removes it while it is still empty)."""
         self._damaged: str | None = None
@@ -137,8 +147,15 @@ class Base:
         self._languages: tuple[tuple[int, int], languages.Profile] | None = None
 
     @classmethod
-    def open(cls, path: str | Path, *, create: bool = False, name: str | None = None) -> Base:
-        return cls(path, create=create, name=name)
+    def open(
+        cls,
+        path: str | Path,
+        *,
+        create: bool = False,
+        name: str | None = None,
+        workers: int | None = None,
+    ) -> Base:
+        return cls(path, create=create, name=name, workers=workers)
 
     @property
     def store(self) -> Store:
@@ -294,10 +311,7 @@ class Base:
     def _embedder_of(self, spec: BaseSpec) -> Embedder:
         with self._models_lock:
             if self._embedder is None:
-                embedding = dict(spec.embedding)
-                if spec.dimension and embedding.get("provider", "embedded") != "embedded":
-                    embedding = {"dimension": spec.dimension, **embedding}
-                self._embedder = registry.embedder_from_spec(embedding)
+                self._embedder = _new_embedder(spec, self.workers)
             return self._embedder
 
     def reranker(self) -> Reranker | None:
@@ -306,7 +320,7 @@ class Base:
     def _reranker_of(self, spec: BaseSpec) -> Reranker | None:
         with self._models_lock:
             if self._reranker is None and spec.reranker:
-                self._reranker = registry.reranker_from_spec(spec.reranker)
+                self._reranker = registry.reranker_from_spec(spec.reranker, workers=self.workers)
             return self._reranker
 
     def prefixes(self) -> tuple[str, str]:
@@ -361,24 +375,44 @@ class Base:
 
     @_usable
     def index(
-        self, *, reembed: bool = False, progress: ingest.Progress | None = None
+        self,
+        *,
+        reembed: bool = False,
+        progress: ingest.Progress | None = None,
+        workers: int | None = None,
     ) -> ingest.IndexReport:
-        """Index every source again (only what changed), then embed chunks lacking a vector
-        (ingest.index does the run and its report).
+        """Index every source again (only what changed), each document searchable by words
+        once written, and embed chunks lacking a vector alongside (ingest.index does the run
+        and its report). `workers`: cores the run uses (parse processes, and the embedded
+        model's threads), by default the Base's `workers`.
 
         Refused with BASE_BUSY while another process indexes this base. Runs on its own
         connection, so searches on this Base see only whole documents meanwhile.
         """
+        workers = ingest.check_workers(workers)
+        own: list[Embedder] = []
         with IndexerLock(self.path), self._pool.borrow() as writer:
             spec = parse_spec(writer.spec(), where=str(self.path))
-            return ingest.index(
-                writer,
-                spec,
-                lambda: self._embedder_of(spec),
-                document_prefix=_prefixes(spec)[1],
-                reembed=reembed,
-                progress=progress,
-            )
+
+            def embedder() -> Embedder:
+                if workers is None or workers == self.workers:
+                    return self._embedder_of(spec)
+                own.append(_new_embedder(spec, workers))  # this run's, on its own cores
+                return own[-1]
+
+            try:
+                return ingest.index(
+                    writer,
+                    spec,
+                    embedder,
+                    document_prefix=_prefixes(spec)[1],
+                    reembed=reembed,
+                    progress=progress,
+                    workers=self.workers if workers is None else workers,
+                )
+            finally:
+                for model in own:
+                    model.close()
 
     def _embed_missing(self, writer: Store) -> None:
         """Give a vector to every chunk lacking one; a model that is down leaves them waiting."""
@@ -540,17 +574,22 @@ class Base:
                 warnings=(
                     *(w for w in (self._language_warning(store, spec),) if w is not None),
                     *keyword.index_warnings(store),
-                    *self._vector_warnings(spec, counts["chunks"], store),
+                    *self._vector_warnings(spec, counts["chunks"], store, indexing=indexing),
                 ),
             )
 
-    def _vector_warnings(self, spec: BaseSpec, chunks: int, store: Store) -> tuple[Warning, ...]:
-        """CHUNKS_WITHOUT_VECTORS while chunks wait for their vectors (found by words only),
-        saying why when the embedding model cannot even load (not installed: how to install)."""
+    def _vector_warnings(
+        self, spec: BaseSpec, chunks: int, store: Store, *, indexing: bool
+    ) -> tuple[Warning, ...]:
+        """CHUNKS_WITHOUT_VECTORS while chunks wait for their vectors (found by words only):
+        being embedded while a run is on, else until a run reaches the model; saying why when
+        the embedding model cannot even load (not installed: how to install)."""
         waiting = chunks - store.chunks_with_vector(spec.model_label)
         if waiting <= 0:
             return ()
         why = "found by words only until an index run reaches the embedding model"
+        if indexing:
+            why = "an index run is on: they are being embedded, found by words meanwhile"
         try:
             self._embedder_of(spec)
         except ModelError as exc:
@@ -593,6 +632,14 @@ class _ThreadStore:
     def __init__(self, store: Store) -> None:
         self.store = store
         weakref.finalize(self, store.close)
+
+
+def _new_embedder(spec: BaseSpec, workers: int | None) -> Embedder:
+    """The base's embedding model; an HTTP one is told the dimension the base's vectors have."""
+    embedding = dict(spec.embedding)
+    if spec.dimension and embedding.get("provider", "embedded") != "embedded":
+        embedding = {"dimension": spec.dimension, **embedding}
+    return registry.embedder_from_spec(embedding, workers=workers)
 
 
 def _prefixes(spec: BaseSpec) -> tuple[str, str]:

@@ -1,18 +1,24 @@
 """Document → chunks → index: one indexing run of a base, and its report (`index`).
 
-A run walks each folder source, reads what changed, parses and chunks it, stores each document
-in one transaction, then embeds what lacks a vector; it is recorded in `runs` and reported as
-an IndexReport. Incremental: a file whose size and modification time are unchanged is not read
-again, and one whose content hash is unchanged is not parsed again; a changed file is replaced
-and a deleted one removed.
+A run lists each folder source (walk.py), then reads what changed, file by file, and hands
+each changed file's bytes to the parse workers (parse_pool.py: a process per core the
+indexer may run on, or this process for a run with little to parse); each document is written
+with its chunks and words in one transaction as soon as it is parsed, in the order the files
+were read, while a thread embeds the chunks that lack a vector and their vectors are written
+between documents (pipeline.py). So a folder is searchable by words moments after its files
+are parsed, and by meaning as the vectors arrive. The run is recorded in `runs` and reported
+as an IndexReport. Incremental: a file whose size and modification time are unchanged is not
+read again, and one whose content hash is unchanged is not parsed again; a changed file is
+replaced and a deleted one removed.
 
-What is read is what was checked: each file is opened once, without following a link it did
-not check, and the opened descriptor itself must be a regular file whose real path lies inside
-the source (so a file swapped for a link during the run is never read). Nothing a folder holds
-stops a run: a name that is not UTF-8, a symlink loop or one leading outside, a FIFO, a socket,
-a device, a file that vanishes, a permission error — each is skipped with its reason, and a
-document whose file became so is removed. A file that cannot be parsed, is too large or
-changes while read is skipped and its indexed version kept: it may be whole again next run.
+What is read is what was checked: each file is opened once, here, in the indexer, without
+following a link it did not check, and the opened descriptor itself must be a regular file
+whose real path lies inside the source (so a file swapped for a link during the run is never
+read); workers receive bytes, never a path. Nothing a folder holds stops a run: a name that is
+not UTF-8, a symlink loop or one leading outside, a FIFO, a socket, a device, a file that
+vanishes, a permission error — each is skipped with its reason, and a document whose file
+became so is removed. A file that cannot be parsed, is too large, changes while read or kills
+the worker parsing it is skipped and its indexed version kept: it may be whole again next run.
 """
 
 from __future__ import annotations
@@ -21,30 +27,48 @@ import hashlib
 import os
 import time
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
-from metis_lite import parsing
-from metis_lite.chunking import chunk
-from metis_lite.errors import ModelAnswerInvalid, ModelError, ParseError
+from metis_lite import tokenizer
+from metis_lite.errors import InvalidRequest, ModelError
 from metis_lite.files import Unreadable, open_inside, read_all
 from metis_lite.models.base import Embedder
+from metis_lite.models.batching import allowed_cores
+from metis_lite.parse_pool import Parsed, ParseJob, ParsePool
+from metis_lite.pipeline import Embedding, Pipeline, Progress
 from metis_lite.records import Warning
 from metis_lite.settings import EMBED_BATCH
 from metis_lite.spec import BaseSpec
 from metis_lite.store import Store, StoredDocument
+from metis_lite.walk import Skip, SourceFile, walk
+
+__all__ = ["IndexReport", "Progress", "Skip", "check_workers", "embed_missing", "index"]
 
 SOURCE_IS_A_LINK = "SOURCE_IS_A_LINK"
 """The warning of a run that found a source folder replaced by a symlink (never followed)."""
 
-Progress = Callable[[str, int, int], None]
-"""progress(stage, done, total): stage is "files" or "vectors"."""
+PARSE_WORKERS_UNAVAILABLE = "PARSE_WORKERS_UNAVAILABLE"
+"""The warning of a run whose worker processes could not start: it parsed in this process."""
 
+POOL_MIN_SECONDS = 1.0
+"""A run starts worker processes only for two or more new or changed files (by size and time)
+that this process would take at least this long to parse, chunk and find the words of
+(PARSE_BYTES_PER_S): a worker costs ~0.3 s of a core to start (Python and the parsers
+imported), so below this one process is as fast or faster (a few documents changed since the
+last run, the service's periodic passes)."""
 
-@dataclass(frozen=True)
-class Skip:
-    path: str
-    reason: str
+PARSE_BYTES_PER_S = {"html": 24e6, "txt": 25e6, "md": 10e6, "pdf": 3e6, "docx": 2e6}
+"""Bytes of a kind one core parses, chunks and finds the words of in a second, measured with
+parse_pool.parse_chunks (CPU time) on Python's HTML documentation and its reST sources, this
+repository's Markdown, texlive's PDFs (PDFium: docs/parsing.md) and the example handbook's
+.docx; only the order of magnitude matters here."""
+
+WORKERS_MAX = 256
+"""The most workers a run may be asked for: more than the cores of any machine a base is
+built for (a run starts no more parse processes than it has files to parse, either)."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +83,11 @@ class IndexReport:
     without_vector: int = 0
     seconds: float = 0.0
     warnings: tuple[Warning, ...] = ()
+    workers: int = 1
+    """Processes that parsed the run's files (1: this process)."""
+    words_seconds: float = 0.0
+    """Seconds from the run's start until every file it read was written, chunks and words:
+    searchable by words from then on (vectors may still be arriving)."""
 
 
 @dataclass
@@ -74,10 +103,14 @@ class _Tally:
 
 
 @dataclass(frozen=True)
-class _File:
-    path: Path
-    name: str  # inside its source, '/'-separated
-    kind: str
+class _Source:
+    """A folder source as a run reads it: its files listed, its documents as stored."""
+
+    id: int
+    name: str
+    root: str  # its folder, real when it was added: a link swapped in later leads outside it
+    files: tuple[SourceFile, ...]
+    stored: dict[str, StoredDocument]
 
 
 def index(
@@ -88,9 +121,12 @@ def index(
     document_prefix: str,
     reembed: bool = False,
     progress: Progress | None = None,
+    workers: int | None = None,
 ) -> IndexReport:
     """One indexing run on `store` (a writer connection; the caller holds the IndexerLock):
-    bring every folder source's documents up to date, then embed the chunks lacking a vector.
+    bring every folder source's documents up to date, embedding alongside the chunks lacking
+    a vector. `workers`: processes that parse, by default one per core this process may run
+    on (models.batching.allowed_cores).
 
     The run is recorded in `runs` (failed when it raised). A words index built by older word
     rules is first built again by today's (Store.rebuild_words); `reembed` drops every vector
@@ -99,32 +135,51 @@ def index(
     started = time.perf_counter()
     run = store.start_run()
     tally = _Tally()
-    embedded = 0
+    embedding: Embedding | None = None
+    pipe: Pipeline | None = None
+    pool_size = 1
     state = "failed"
     try:
         if store.words_outdated:
             store.rebuild_words()
         store.drop_vectors(except_model=None if reembed else spec.model_label)
-        _index_sources(
-            store,
-            tally,
-            chunk_size=spec.chunk_size,
-            max_file_bytes=spec.max_file_bytes,
-            progress=progress,
-        )
-        embedded, dimension, warnings = embed_missing(
+        sources = _list_sources(store, tally)
+        embedding = Embedding(
             store,
             embedder,
             model=spec.model_label,
             document_prefix=document_prefix,
             dimension=spec.dimension,
+            batch=EMBED_BATCH,
             progress=progress,
         )
-        tally.warnings += warnings
-        if dimension is not None and dimension != spec.dimension:
-            store.set_spec({"dimension": dimension})
+        pool_size = _pool_size(sources, allowed_cores() if workers is None else workers)
+        with ParsePool(pool_size) as pool:
+            files = sum(len(s.files) for s in sources)
+            pipe = Pipeline(store, pool, embedding, files=files, progress=progress)
+            for source in sources:
+                _index_source(
+                    store,
+                    source,
+                    pipe,
+                    tally,
+                    chunk_size=spec.chunk_size,
+                    max_file_bytes=spec.max_file_bytes,
+                    words_version=store.words_version if pool_size > 1 else None,
+                )
+            pipe.finish_words()
+        if pool.fallback is not None:
+            tally.warnings.append(Warning(PARSE_WORKERS_UNAVAILABLE, pool.fallback))
+        pipe.finish_vectors()  # the workers have ended: their cores are the embedding's now
+        if embedding.failure is not None:
+            tally.warnings.append(_waiting_warning(embedding.failure, embedding.waiting()))
+        if embedding.dimension is not None and embedding.dimension != spec.dimension:
+            store.set_spec({"dimension": embedding.dimension})
         state = "done"
     finally:
+        if embedding is not None:
+            embedding.close()
+        embedded = embedding.written if embedding is not None else 0
         counts = (
             {
                 "added": tally.added,
@@ -150,14 +205,28 @@ def index(
         without_vector=chunks - store.chunks_with_vector(spec.model_label),
         seconds=round(time.perf_counter() - started, 3),
         warnings=tuple(tally.warnings),
+        workers=pool_size,
+        words_seconds=round(pipe.words_seconds or 0.0, 3) if pipe is not None else 0.0,
     )
 
 
-def _index_sources(
-    store: Store, tally: _Tally, *, chunk_size: int, max_file_bytes: int, progress: Progress | None
-) -> None:
-    """Bring every folder source's documents up to date (no embedding)."""
+def check_workers(workers: object) -> int | None:
+    """`workers` as given (None: every core), or INVALID_REQUEST for what is not a whole
+    number from 1 to WORKERS_MAX."""
+    if workers is None:
+        return None
+    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= WORKERS_MAX:
+        raise InvalidRequest(
+            f"workers must be a whole number from 1 to {WORKERS_MAX}, not {workers!r}"
+        )
+    return workers
+
+
+def _list_sources(store: Store, tally: _Tally) -> list[_Source]:
+    """Every folder source the run reads, its files listed; a source that cannot be read is
+    skipped with why (its documents kept), one inside another has its documents removed."""
     folders = [(i, n, p) for i, n, p in store.sources() if p is not None]  # not the notes
+    sources = []
     for source_id, source_name, folder in folders:
         root = Path(folder)
         link = _linked(root)
@@ -184,37 +253,80 @@ def _index_sources(
                 )
             )
             continue
-        real_root = str(root)  # real when added: a link swapped in later leads outside it
         try:
             files = walk(root, tally.skipped, source_name)
         except Unreadable as exc:
             tally.skipped.append(Skip(f"{source_name}/", f"{exc.reason}; its documents are kept"))
             continue
-        stored = store.documents_of(source_id)
-        present: set[str] = set()
-        for done, file in enumerate(files, start=1):
-            label = f"{source_name}/{file.name}"
+        sources.append(
+            _Source(source_id, source_name, str(root), tuple(files), store.documents_of(source_id))
+        )
+    return sources
+
+
+def _pool_size(sources: Sequence[_Source], workers: int) -> int:
+    """Worker processes for a run: as many as asked, no more than the files that look new or
+    changed (by size and time, as stat says now: the run checks each file again as it reads
+    it), and none (1: this process) for little to parse (POOL_MIN_SECONDS)."""
+    if workers <= 1:
+        return 1
+    files = 0
+    seconds = 0.0
+    for source in sources:
+        for file in source.files:
+            stored = source.stored.get(file.name)
             try:
-                _index_file(
-                    store,
-                    source_id,
-                    label,
-                    file,
-                    real_root,
-                    stored.get(file.name),
-                    tally,
-                    chunk_size=chunk_size,
-                    max_file_bytes=max_file_bytes,
-                )
-                present.add(file.name)
-            except Unreadable as exc:
-                tally.skipped.append(Skip(label, exc.reason))
-            if progress:
-                progress("files", done, len(files))
-        for name, document in stored.items():
-            if name not in present:
-                store.remove_document(document.id)
-                tally.removed += 1
+                now = os.stat(file.path)
+            except OSError:
+                continue  # skipped when read
+            if stored is None or (stored.size, stored.mtime) != (now.st_size, now.st_mtime):
+                files += 1
+                seconds += now.st_size / PARSE_BYTES_PER_S[file.kind]
+    if files < 2 or seconds < POOL_MIN_SECONDS:
+        return 1
+    return min(workers, files)
+
+
+def _index_source(
+    store: Store,
+    source: _Source,
+    pipe: Pipeline,
+    tally: _Tally,
+    *,
+    chunk_size: int,
+    max_file_bytes: int,
+    words_version: int | None,
+) -> None:
+    """Read each file of a source, in order, and hand it to the pipeline; then remove the
+    documents whose file is gone or can no longer be read. `words_version`: the workers
+    find the chunks' words too, by these rules (None: FTS5 does, as the writer writes)."""
+    present: set[str] = set()
+    for file in source.files:
+        label = f"{source.name}/{file.name}"
+        stored = source.stored.get(file.name)
+        try:
+            read = _read(file, source.root, stored, tally, label, max_file_bytes=max_file_bytes)
+        except Unreadable as exc:
+            tally.skipped.append(Skip(label, exc.reason))
+            pipe.read(None, _nothing)
+            continue
+        present.add(file.name)
+        if read is None:
+            pipe.read(None, _nothing)
+            continue
+        data, digest, before = read
+        pipe.read(
+            ParseJob(file.name, file.kind, data, chunk_size, words_version),
+            partial(_write, store, source.id, file, digest, before, stored, tally, label),
+        )
+    for name, document in source.stored.items():
+        if name not in present:
+            store.remove_document(document.id)
+            tally.removed += 1
+
+
+def _nothing(parsed: Parsed | None) -> int:
+    return 0
 
 
 def _linked(root: Path) -> str | None:
@@ -247,84 +359,34 @@ def _covering(
     return None
 
 
-def walk(root: Path, skipped: list[Skip], source: str) -> list[_File]:
-    """The files of a source folder a base reads, by name, in a stable order (hidden ones
-    left out). A name that is not valid UTF-8, or a folder inside that cannot be listed, is
-    skipped with its reason; folders behind symlinks are not followed. Nothing here opens a
-    file: `open_inside` does, once, and checks what it opened. Unreadable when the source
-    folder itself cannot be listed (its documents are then kept, as for a missing folder)."""
-
-    def unlisted(exc: OSError) -> None:
-        where = Path(exc.filename or root)
-        if where == root:
-            raise Unreadable(f"source folder cannot be read: {exc.strerror or exc}")
-        reason = f"folder cannot be read: {exc.strerror or exc}; its documents are removed"
-        skipped.append(Skip(f"{source}/{_shown(where.relative_to(root).as_posix())}/", reason))
-
-    files = []
-    for folder, dirs, names in os.walk(root, followlinks=False, onerror=unlisted):
-        for name in [d for d in dirs if not d.startswith(".") and not _utf8(d)]:
-            relative = Path(folder, name).relative_to(root).as_posix()
-            skipped.append(Skip(f"{source}/{_shown(relative)}/", _NOT_UTF8))
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and _utf8(d))
-        for name in sorted(names):
-            kind = parsing.kind_of(Path(name))
-            if name.startswith(".") or kind is None:
-                continue
-            path = Path(folder, name)
-            relative = path.relative_to(root).as_posix()
-            if not _utf8(relative):
-                skipped.append(Skip(f"{source}/{_shown(relative)}", _NOT_UTF8))
-                continue
-            files.append(_File(path, relative, kind))
-    return files
-
-
-_NOT_UTF8 = "its name is not valid UTF-8 (rename it to index it)"
-
-
-def _utf8(name: str) -> bool:
-    """False for a name that os.walk decoded with surrogate escapes (not valid UTF-8)."""
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _shown(name: str) -> str:
-    """A name as text, its bytes that are not UTF-8 written \\xNN."""
-    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-
-
-def _index_file(
-    store: Store,
-    source_id: int,
-    label: str,
-    file: _File,
+def _read(
+    file: SourceFile,
     real_root: str,
     stored: StoredDocument | None,
     tally: _Tally,
+    label: str,
     *,
-    chunk_size: int,
     max_file_bytes: int,
-) -> None:
+) -> tuple[bytes, str, os.stat_result] | None:
+    """A file's bytes, their sha256 and its stat as opened, when it must be parsed; None when
+    it is unchanged or skipped (counted in the tally). Unreadable when it is not, or no longer,
+    a regular file inside its source that can be opened (its document is then removed)."""
     fd, before = open_inside(file.path, real_root)
     try:
         if before.st_size > max_file_bytes:
             tally.skipped.append(
                 Skip(label, f"larger than the base's limit of {max_file_bytes:,} bytes")
             )
-            return
+            return None
         if stored and stored.size == before.st_size and stored.mtime == before.st_mtime:
             tally.unchanged += 1
-            return
+            return None
         try:
             data = read_all(fd, before.st_size)
             after = os.fstat(fd)
         except OSError as exc:
             tally.skipped.append(Skip(label, f"cannot be read: {exc.strerror or exc}"))
-            return
+            return None
     finally:
         os.close(fd)
     if len(data) != before.st_size or (after.st_size, after.st_mtime_ns) != (
@@ -332,34 +394,55 @@ def _index_file(
         before.st_mtime_ns,
     ):
         tally.skipped.append(Skip(label, "changed while it was read; the next run reads it"))
-        return
+        return None
     digest = hashlib.sha256(data).hexdigest()
     if stored and stored.content_hash == digest:
         tally.unchanged += 1
-        return
-    try:
-        document = parsing.parse(file.path, kind=file.kind, data=data)
-        chunks = chunk(document, chunk_size=chunk_size)
-    except ParseError as exc:
-        tally.skipped.append(Skip(label, exc.message))
-        return
-    if not chunks:
+        return None
+    return data, digest, before
+
+
+def _write(
+    store: Store,
+    source_id: int,
+    file: SourceFile,
+    digest: str,
+    before: os.stat_result,
+    stored: StoredDocument | None,
+    tally: _Tally,
+    label: str,
+    parsed: Parsed | None,
+) -> int:
+    """Write one parsed file as a document, in one transaction; returns the chunks written
+    (0: it is skipped, its indexed version kept)."""
+    assert parsed is not None
+    if parsed.refused is not None:
+        tally.skipped.append(Skip(label, parsed.refused))
+        return 0
+    if not parsed.chunks:
         tally.skipped.append(Skip(label, "no text"))
-        return
-    store.replace_document(
-        source_id=source_id,
-        path=file.name,
-        kind=file.kind,
-        title=document.title,
-        content_hash=digest,
-        size=before.st_size,
-        mtime=before.st_mtime,
-        chunks=chunks,
+        return 0
+    preset = (
+        tokenizer.preset_words(store.db, store.words_version, parsed.preset_words())
+        if parsed.words
+        else nullcontext()
     )
+    with preset:
+        store.replace_document(
+            source_id=source_id,
+            path=file.name,
+            kind=file.kind,
+            title=parsed.title,
+            content_hash=digest,
+            size=before.st_size,
+            mtime=before.st_mtime,
+            chunks=parsed.chunks,
+        )
     if stored:
         tally.updated += 1
     else:
         tally.added += 1
+    return len(parsed.chunks)
 
 
 def embed_missing(
@@ -375,45 +458,30 @@ def embed_missing(
 
     Returns (vectors written, the model's dimension, warnings). A model that fails stops the
     pass with a warning; its chunks keep waiting and the next run gives them their vectors.
+    Nothing waiting: the model is not even loaded.
     """
-    total = store.counts()["chunks"] - store.chunks_with_vector(model)
-    if total <= 0:
-        return 0, dimension, []  # nothing waits: the model is not even loaded
-    written = 0
-    after = 0
+    embedding = Embedding(
+        store,
+        embedder,
+        model=model,
+        document_prefix=document_prefix,
+        dimension=dimension,
+        batch=EMBED_BATCH,
+        progress=progress,
+    )
     try:
-        provider = embedder()
-        while True:
-            batch = store.chunks_lacking_vectors(model, EMBED_BATCH, after=after)
-            if not batch:
-                break
-            vectors = provider.embed([document_prefix + text for _, text in batch])
-            if dimension is None:
-                dimension = int(vectors.shape[1])
-            elif vectors.shape[1] != dimension:
-                raise _dimension_error(vectors.shape[1], dimension)
-            written += store.put_vectors(model, zip((i for i, _ in batch), vectors, strict=True))
-            after = batch[-1][0]
-            if progress:
-                progress("vectors", written, total)
-    except ModelError as exc:
-        waiting = store.counts()["chunks"] - store.chunks_with_vector(model)
-        return (
-            written,
-            dimension,
-            [
-                Warning(
-                    exc.code,
-                    f"{exc.message}: {waiting} chunks wait for "
-                    "their vectors (found by words until the next run)",
-                )
-            ],
-        )
-    return written, dimension, []
+        embedding.finish()
+    finally:
+        embedding.close()
+    warnings = []
+    if embedding.failure is not None:
+        warnings.append(_waiting_warning(embedding.failure, embedding.waiting()))
+    return embedding.written, embedding.dimension, warnings
 
 
-def _dimension_error(got: int, expected: int) -> ModelError:
-    return ModelAnswerInvalid(
-        f"the embedding model answered vectors of dimension {got}; the base's vectors have "
-        f"{expected}: index with --reembed to change the model"
+def _waiting_warning(failure: ModelError, waiting: int) -> Warning:
+    return Warning(
+        failure.code,
+        f"{failure.message}: {waiting} chunks wait for their vectors (found by words until "
+        "the next run)",
     )

@@ -60,7 +60,7 @@ from metis_lite.settings import (
     TOP_K_MAX,
 )
 from metis_lite.snippet import snippet, word_matches
-from metis_lite.store import ChunkRow, Store
+from metis_lite.store import ChunkRow, IndexerLock, Store
 from metis_lite.tokenizer import token_spans
 
 MemoryOrder = Callable[[Store, list[Hit]], list[Hit]]
@@ -261,7 +261,7 @@ def _embed_question(ctx: SearchContext, question: str, mode: str, warnings: list
     ctx.vectors.sync(ctx.store)
     chunk_count = ctx.store.counts()["chunks"]
     if ctx.vectors.count == 0:
-        message = "no chunk has a vector yet (indexed while the embedding model did not answer)"
+        message = f"no chunk has a vector yet ({_why_without_vectors(ctx.store)})"
         try:
             ctx.embedder()  # a model that cannot even load says why: not installed, and how to
         except ModelError as exc:
@@ -297,11 +297,19 @@ def _embed_question(ctx: SearchContext, question: str, mode: str, warnings: list
         warnings.append(
             Warning(
                 "CHUNKS_WITHOUT_VECTORS",
-                f"{missing} of {chunk_count} chunks have no vector yet (indexed while the embedding "
-                "model did not answer): they are found by words only",
+                f"{missing} of {chunk_count} chunks have no vector yet "
+                f"({_why_without_vectors(ctx.store)}): they are found by words only",
             )
         )
     return np.asarray(query, dtype=np.float32)
+
+
+def _why_without_vectors(store: Store) -> str:
+    """Why chunks lack a vector, as a search says it: an index run is on, which embeds them
+    once their words are written; or they were indexed while the model did not answer."""
+    if IndexerLock(store.path).held_elsewhere():
+        return "an index run is on: they are being embedded, after their words"
+    return "indexed while the embedding model did not answer"
 
 
 def _in_snapshot(store: Store, hits: list[Hit]) -> list[Hit]:

@@ -202,10 +202,13 @@ class OpenBases(dict[str, Base]):
         self.order = tuple(order)
 
 
-def open_bases(args: Sequence[str], *, log: Log | None = None) -> OpenBases:
+def open_bases(
+    args: Sequence[str], *, log: Log | None = None, workers: int | None = None
+) -> OpenBases:
     """Open the bases named on the command line; each must exist (BASE_NOT_FOUND: the service
     creates none). One that cannot be used (UNUSABLE) is logged and left out while another one
-    opens; when none opens, the first one's error is raised."""
+    opens; when none opens, the first one's error is raised. `workers`: each base's cores
+    (Base.workers: its indexing and its embedded models; None, every core)."""
     named: dict[str, Path] = {}
     for arg in args:
         name, path = parse_base_arg(arg)
@@ -219,7 +222,7 @@ def open_bases(args: Sequence[str], *, log: Log | None = None) -> OpenBases:
     try:
         for name, path in named.items():
             try:
-                opened[name] = Base(path, name=name)
+                opened[name] = Base(path, name=name, workers=workers)
             except UNUSABLE as exc:
                 refused[name] = exc
     except BaseException:

@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import pairwise
 
@@ -325,6 +326,31 @@ def fts_match(words: list[str]) -> str | None:
     return " OR ".join(f'"{word}"' for word in words) or None
 
 
+def joined_words(text: str, *, version: int = VERSION) -> str:
+    """tokens(text) joined by TEXT_END: a text's words as `preset_words` takes them."""
+    return TEXT_END.join(tokens(text, version=version))
+
+
+_PRESET: dict[apsw.Connection, tuple[int, Mapping[str, str]]] = {}
+"""The words computed ahead for what each connection is writing now (preset_words)."""
+
+
+@contextmanager
+def preset_words(
+    connection: apsw.Connection, version: int, words: Mapping[str, str]
+) -> Iterator[None]:
+    """While the block runs, FTS5 writing a text found in `words` on `connection`, into a
+    words index of rules `version`, takes the text's words from there (`joined_words`, made
+    by an indexer's parse workers on every core) instead of tokenizing it again. Any other
+    text, or another version's index, is tokenized as always, so a preset that misses costs
+    time, never a word."""
+    _PRESET[connection] = (version, words)
+    try:
+        yield
+    finally:
+        _PRESET.pop(connection, None)
+
+
 def declared_version(sql: str) -> int:
     """The word rules an FTS5 table's CREATE statement names: `tokenize='metis 2'` → 2."""
     match = re.search(rf"tokenize\s*=\s*['\"]{TOKENIZER_NAME}(?:\s+(\d+))?\s*['\"]", sql)
@@ -348,6 +374,11 @@ def _fts5_tokenizer(connection: apsw.Connection, args: list[str]) -> apsw.Tokeni
     def tokenize(utf8: bytes, flags: int, locale: str | None):  # noqa: ANN202 - apsw protocol
         text = utf8.decode("utf-8", "replace")
         if flags & apsw.FTS5_TOKENIZE_DOCUMENT:
+            preset = _PRESET.get(connection)
+            if preset is not None and preset[0] == version:
+                known = preset[1].get(text)
+                if known is not None:
+                    return known.split(TEXT_END) if known else []
             return words(text)
         return _with_byte_offsets(text, spans(text))
 

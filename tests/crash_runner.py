@@ -6,8 +6,11 @@
 `--kill WHERE --at N` sends the process SIGKILL (kill -9: no handler, no cleanup, no flush)
 at the Nth time it reaches WHERE:
 
-    parse        before parsing a file (metis_lite.parsing.parse)
-    chunk        before cutting a parsed document into chunks
+    parse        before parsing a file (metis_lite.parsing.parse), in the indexer: reached
+                 only when it parses itself (few files to parse, or --workers 1)
+    chunk        before cutting a parsed document into chunks (likewise)
+    parsed       before a parsed file is written (mid words pass, with workers or without)
+    words-done   once every file is written, before the vectors still waiting are made
     sql          before a statement matching --pattern runs on a base connection (an apsw
                  exec tracer): inside a document's transaction, between its chunk inserts
     embed        before an embedding call is sent (the embedder's embed)
@@ -16,8 +19,10 @@ at the Nth time it reaches WHERE:
     wal-write    before a page is written to BASE-wal (a Python VFS): a commit half written
     db-write     before a page is written to the base file itself: a checkpoint half done
 
-`--pause DIR` pauses there instead: the run writes DIR/paused and waits until DIR/resume
-exists (a moment, held open, at which a test looks at the base). `--embed-batch N` embeds N
+`--pool-always` starts parse workers for any two files to parse (ingest.POOL_MIN_SECONDS 0: a
+small corpus is parsed in worker processes, as a large one would be). `--pause DIR` pauses
+there instead: the run writes DIR/paused and waits until DIR/resume exists (a moment, held
+open, at which a test looks at the base). `--embed-batch N` embeds N
 chunks per batch (so a small corpus gives several batches), `--autocheckpoint N` checkpoints
 every N WAL pages (0: never, so commits stay in BASE-wal), `--max-page-count N` caps the base
 file at N pages (SQLITE_FULL, as on a full disk), and `--readonly` opens every base connection
@@ -39,10 +44,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import apsw  # noqa: E402
 
-from metis_lite import cli, connection, ingest, parsing, store  # noqa: E402
+from metis_lite import chunking, cli, connection, ingest, parsing, pipeline, store  # noqa: E402
 from metis_lite.models import http  # noqa: E402
 
-POINTS = ("parse", "chunk", "sql", "embed", "embedded", "put_vectors", "wal-write", "db-write")
+POINTS = (
+    "parse",
+    "chunk",
+    "parsed",
+    "words-done",
+    "sql",
+    "embed",
+    "embedded",
+    "put_vectors",
+    "wal-write",
+    "db-write",
+)
 
 
 PAUSE_LIMIT_S = 120.0
@@ -77,6 +93,8 @@ def plant(options: argparse.Namespace) -> None:
     trigger = Trigger(options.kill, options.at, options.pause)
     if options.embed_batch:
         ingest.EMBED_BATCH = options.embed_batch
+    if options.pool_always:
+        ingest.POOL_MIN_SECONDS = 0.0
     pattern = re.compile(options.pattern) if options.pattern else None
 
     real_parse = parsing.parse
@@ -87,13 +105,29 @@ def plant(options: argparse.Namespace) -> None:
 
     parsing.parse = parse
 
-    real_chunk = ingest.chunk
+    real_chunk = chunking.chunk
 
     def chunk(*args, **kwargs):
         trigger.reached("chunk")
         return real_chunk(*args, **kwargs)
 
-    ingest.chunk = chunk
+    chunking.chunk = chunk
+
+    real_write = ingest._write
+
+    def write(*args, **kwargs):
+        trigger.reached("parsed")
+        return real_write(*args, **kwargs)
+
+    ingest._write = write
+
+    real_finish_vectors = pipeline.Pipeline.finish_vectors
+
+    def finish_vectors(self):
+        trigger.reached("words-done")
+        return real_finish_vectors(self)
+
+    pipeline.Pipeline.finish_vectors = finish_vectors
 
     real_embed = http._HttpEmbedder.embed
 
@@ -175,6 +209,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--pattern", help="regular expression over SQL (with --kill sql)")
     parser.add_argument("--pause", type=Path, help="pause at the point instead (a folder)")
     parser.add_argument("--embed-batch", type=int)
+    parser.add_argument("--pool-always", action="store_true")
     parser.add_argument("--max-page-count", type=int)
     parser.add_argument("--autocheckpoint", type=int)
     parser.add_argument("--readonly", action="store_true")

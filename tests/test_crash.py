@@ -4,7 +4,11 @@ run completes to exactly what an uninterrupted run gives.
 Each case runs `metis-lite index` in a subprocess through tests/crash_runner.py, which sends the
 process SIGKILL at the Nth arrival at one point: while parsing, inside a document's transaction
 (between its chunk inserts, after the old version was deleted), while embedding, while vectors
-are written, in the middle of a commit's WAL frames, during a checkpoint. The embedding model is
+are written, in the middle of a commit's WAL frames, during a checkpoint; and at the pipeline's
+own points, with the files parsed in the indexer or by worker processes: before a parsed file
+is written (mid words pass, inside a transaction of several documents), once every file is
+written and vectors still wait (between words and vectors), and while vectors are made
+alongside the words. The embedding model is
 the real one, served over TEI by `metis-lite models serve` on loopback, so vectors are
 real (a relay in front of it remembers each text's vector, so each text is embedded once).
 After each kill the base must pass `consistency.check_consistent`; then an ordinary run must finish it and
@@ -190,6 +194,10 @@ def change(folder: Path) -> None:
 
 # -- the kill points ------------------------------------------------------------------------
 
+POOL = ("--pool-always",)
+"""Runner options that make the six files parse in worker processes (the run's words computed
+there, documents written in groups), as a larger folder would."""
+
 CASES = [
     # corpus, point, Nth arrival, SQL pattern, runner options
     ("fresh", "parse", 1, None, ()),
@@ -211,6 +219,17 @@ CASES = [
     ("changing", "sql", 4, r"^INSERT INTO chunks_fts", ()),
     ("changing", "sql", 3, r"^DELETE FROM chunks_fts", ()),
     ("changing", "embed", 1, None, ()),
+    # the pipeline: words first (mid words pass, parsed here or by workers), then the vectors
+    # still waiting (between words and vectors), vectors alongside (mid vectors, with workers)
+    ("fresh", "parsed", 5, None, ()),
+    ("fresh", "parsed", 2, None, POOL),
+    ("fresh", "sql", 4, r"^INSERT INTO chunks_fts", POOL),
+    ("fresh", "words-done", 1, None, ()),
+    ("fresh", "words-done", 1, None, POOL),
+    ("fresh", "put_vectors", 2, None, POOL),
+    ("fresh", "embedded", 1, None, POOL),
+    ("changing", "parsed", 2, None, POOL),
+    ("changing", "words-done", 1, None, POOL),
 ]
 
 
@@ -218,7 +237,10 @@ CASES = [
     ("corpus", "point", "at", "pattern", "options"),
     CASES,
     ids=[
-        f"{c}-{p}-{n}" + (f"-{s.split()[-1].strip('(^')}" if s else "") for c, p, n, s, _ in CASES
+        f"{c}-{p}-{n}"
+        + (f"-{s.split()[-1].strip('(^')}" if s else "")
+        + ("-workers" if o == POOL else "")
+        for c, p, n, s, o in CASES
     ],
 )
 def test_kill_9_leaves_a_consistent_base_that_the_next_run_completes(

@@ -118,17 +118,3 @@ def say(line: str) -> None:
 def replaced_text(replaced_by: object, replaced_at: object) -> str:
     """What a search result and `facts` say of a fact a newer one replaced."""
     return f"replaced by fact {replaced_by} on {replaced_at}"
-
-
-def progress_bar() -> Callable[[str, int, int], None]:
-    """A bar on stderr, redrawn in place: `  embed [#####.....] 12/40`."""
-    width = 30
-
-    def show(stage: str, done: int, total: int) -> None:
-        filled = width * done // total if total else width
-        sys.stderr.write(f"\r{stage:>7} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
-        if done >= total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
-
-    return show

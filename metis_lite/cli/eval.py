@@ -214,6 +214,8 @@ def _progress(args: argparse.Namespace) -> Callable[[str, int, int], None] | Non
         return None
 
     def show(what: str, done: int, total: int) -> None:
+        if not total:  # an index run's chunks, counted without a total: files say it
+            return
         sys.stderr.write(f"\r{what}: {done}/{total} ")
         if done >= total:
             sys.stderr.write("\n")

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import sys
+import os
 from collections.abc import Iterable
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
-from metis_lite.cli.common import add_command, print_json, progress_bar, say, warn
+from metis_lite.cli.common import add_command, print_json, say, warn
+from metis_lite.cli.progress import PROGRESS_INTERVAL_S, IndexProgress
 from metis_lite.errors import EXIT_MODEL, InvalidRequest, MetisError, ModelError
 from metis_lite.records import Warning
 from metis_lite.settings import EMBEDDED_MODEL, EMBEDDED_MODELS, FUSIONS
@@ -17,6 +19,9 @@ from metis_lite.settings import EMBEDDED_MODEL, EMBEDDED_MODELS, FUSIONS
 def _codes(error: type[MetisError]) -> frozenset[str]:
     return frozenset({error.code}).union(*(_codes(sub) for sub in error.__subclasses__()))
 
+
+INTERVAL_VARIABLE = "METIS_PROGRESS_INTERVAL_S"
+"""Seconds between progress lines when stderr is not a terminal (default PROGRESS_INTERVAL_S)."""
 
 MODEL_CODES = _codes(ModelError)
 """Warnings of an index run whose embedding model did not answer usably — down, answering
@@ -32,6 +37,7 @@ def add_parser(commands: Any) -> None:
         "metis-lite index handbook.db examples/handbook",
         "metis-lite index handbook.db   # again: only what changed since the last run",
         "metis-lite index policies.db examples/handbook/policies --chunk-size 800 --fusion rrf",
+        "metis-lite index handbook.db --workers 2 --quiet   # two cores, no progress on stderr",
     )
     index.add_argument("base", help="the base file (created if missing)")
     index.add_argument(
@@ -69,11 +75,24 @@ def add_parser(commands: Any) -> None:
     index.add_argument("--document-prefix", help="text put before each chunk (default: by model)")
     _add_model_options(index, "reranker", "tei, cohere, embedded")
     index.add_argument("--no-reranker", action="store_true", help="remove the base's reranker")
+    index.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="cores to use: N processes parse, the embedded model runs N threads (1-256;"
+        " default: every core this process may run on)",
+    )
+    index.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress on stderr (default: a bar on a terminal, else a line every 10 s)",
+    )
     index.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
 def run(args: argparse.Namespace) -> int:
     from metis_lite.base import Base
+    from metis_lite.ingest import check_workers
     from metis_lite.serialize import report_to_json
 
     path = Path(args.base)
@@ -88,7 +107,9 @@ def run(args: argparse.Namespace) -> int:
         getattr(args, f"reranker_{f}") for f in ("url", "model", "path", "key_env")
     ):
         reranker = model_spec(args, "reranker")
-    with Base.open(path, create=True) as base:
+    check_workers(args.workers)
+    progress = None if args.quiet else IndexProgress(str(path), interval_s=_interval())
+    with Base.open(path, create=True, workers=args.workers) as base:
         base.configure(
             embedding=embedding,
             reranker=reranker,
@@ -106,8 +127,8 @@ def run(args: argparse.Namespace) -> int:
             )
         elif not base.store.sources() and not args.json:
             warn(f"{path} has no source yet: name a folder, e.g. metis-lite index {path} FOLDER")
-        progress = progress_bar() if sys.stderr.isatty() and not args.json else None
-        report = base.index(reembed=args.reembed, progress=progress)
+        with progress or nullcontext():
+            report = base.index(reembed=args.reembed, progress=progress)
     # Documents are indexed either way; chunks the embedding model did not answer for wait for
     # their vectors (found by words meanwhile), and the exit code says so: 3, not 0.
     code = EXIT_MODEL if report.without_vector and model_failed(report.warnings) else 0
@@ -117,13 +138,29 @@ def run(args: argparse.Namespace) -> int:
     say(
         f"indexed {path}: {report.added} added, {report.updated} updated, {report.removed} removed, "
         f"{report.unchanged} unchanged, {len(report.skipped)} skipped; {report.chunks} chunks, "
-        f"{report.embedded} embedded, {report.without_vector} without a vector ({report.seconds:.1f} s)"
+        f"{report.embedded} embedded, {report.without_vector} without a vector ({report.seconds:.1f} s;"
+        f" searchable by words after {report.words_seconds:.1f} s, parsed by {report.workers}"
+        f" {'process' if report.workers == 1 else 'processes'})"
     )
     for skip in report.skipped:
         say(f"  skipped {skip.path}: {skip.reason}")
     for warning in report.warnings:
         warn(f"warning: {warning.code}: {warning.message}")
     return code
+
+
+def _interval() -> float:
+    """METIS_PROGRESS_INTERVAL_S when set to a number of seconds above 0, else the default."""
+    given = os.environ.get(INTERVAL_VARIABLE)
+    try:
+        interval = float(given) if given else PROGRESS_INTERVAL_S
+    except ValueError:
+        raise InvalidRequest(
+            f"{INTERVAL_VARIABLE} must be a number of seconds, not {given!r}"
+        ) from None
+    if not 0 < interval < float("inf"):
+        raise InvalidRequest(f"{INTERVAL_VARIABLE} must be above 0 seconds, not {given!r}")
+    return interval
 
 
 def model_failed(warnings: Iterable[Warning]) -> bool:

@@ -61,6 +61,7 @@ def make_server(
     access_log: bool = True,
     console_dir: Path | None = None,
     log: Log | None = None,
+    index_workers: int | None = None,
 ) -> Server:
     """Check the access rules, bind (port 0: any free port), open the bases and start their
     indexers; the caller runs `serve_forever()` and finally `close()`."""
@@ -81,7 +82,7 @@ def make_server(
 
     log = log or log_stderr
     limits = Limits(workers=workers, queue_size=queue_size, request_timeout_s=request_timeout_s)
-    bases = open_bases(paths)
+    bases = open_bases(paths, workers=index_workers)
     try:
         _check_model_urls(bases)
         service = Service(bases, poll_s=poll_s, log=log)
@@ -165,6 +166,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"requests answered at once, 1 to {WORKERS_MAX} (default {WORKERS})",
     )
     parser.add_argument(
+        "--index-workers",
+        type=int,
+        metavar="N",
+        help="cores each base's indexing uses: N processes parse, its embedded models run N"
+        " threads, 1 to 256 (default: every core this process may run on)",
+    )
+    parser.add_argument(
         "--queue",
         type=int,
         default=QUEUE_SIZE,
@@ -202,6 +210,7 @@ def run_from_args(args: argparse.Namespace) -> int:
             queue_size=args.queue,
             request_timeout_s=args.request_timeout,
             access_log=not args.no_access_log,
+            index_workers=args.index_workers,
         )
 
     def lines(server: Server) -> list[str]:

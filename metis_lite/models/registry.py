@@ -83,29 +83,34 @@ EMBEDDING_PROVIDERS = ("embedded", *_EMBEDDERS)
 RERANK_PROVIDERS = ("embedded", *_RERANKERS)
 
 
-def embedder_from_spec(spec: Mapping[str, Any], *, client: Any = None) -> Embedder:
-    """The Embedder a spec names; `client` (an httpx.Client) is shared by HTTP providers."""
+def embedder_from_spec(
+    spec: Mapping[str, Any], *, client: Any = None, workers: int | None = None
+) -> Embedder:
+    """The Embedder a spec names; `client` (an httpx.Client) is shared by HTTP providers;
+    `workers`: threads an embedded model runs on (default: every core the process may use)."""
     provider, options = _checked(spec, "embedding", EMBEDDING_PROVIDERS)
     if provider == "embedded":
         from metis_lite.models.embedded import EmbeddedEmbedder
 
         path = options.get("path")
         model = options.get("model") or (None if path else settings.MINILM_MODEL)
-        return EmbeddedEmbedder(path=path, model=model)
+        return EmbeddedEmbedder(path=path, model=model, workers=workers)
     cls, _ = _EMBEDDERS[provider]
     _usable_url(options["url"], "embedding", EmbeddingModelUnavailable)
     return cls(client=client, **_http_options(options, ("dimension",)))
 
 
-def reranker_from_spec(spec: Mapping[str, Any] | None, *, client: Any = None) -> Reranker | None:
-    """The Reranker a spec names, or None when the base has none."""
+def reranker_from_spec(
+    spec: Mapping[str, Any] | None, *, client: Any = None, workers: int | None = None
+) -> Reranker | None:
+    """The Reranker a spec names, or None when the base has none (`workers` as above)."""
     if spec is None:
         return None
     provider, options = _checked(spec, "reranker", RERANK_PROVIDERS)
     if provider == "embedded":
         from metis_lite.models.crossencoder import CrossEncoderReranker
 
-        return CrossEncoderReranker(options["path"])
+        return CrossEncoderReranker(options["path"], workers=workers)
     cls, _ = _RERANKERS[provider]
     _usable_url(options["url"], "reranker", RerankerUnavailable)
     return cls(client=client, **_http_options(options, ()))

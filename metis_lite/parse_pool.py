@@ -1,0 +1,343 @@
+"""Parsing and chunking on every core: worker processes that turn a file's bytes into chunks.
+
+The indexer, the one process that writes the base, opens and reads each file itself (once,
+through files.open_inside, whose checks then stay in one place: O_NOFOLLOW, the descriptor's
+real path inside the source, regular files only, a file that changes while read refused) and
+hashes it; only a file whose content changed is handed to a worker, as bytes. A worker never
+opens a file and never touches the base: it parses and chunks (parsing.parse, then
+chunking.chunk, the very functions a run without workers calls, each parser's bounds on a
+hostile file included) and sends the chunks back.
+
+Each worker is a Python process of its own (`python -c`, this package imported from where
+the indexer imported it) joined by two pipes, one job at a time; a thread of the indexer
+feeds it and waits for its answer, so the workers parse while the indexer writes. Built here
+rather than on concurrent.futures.ProcessPoolExecutor, because of what a pool must survive:
+
+- the indexer killed (`kill -9`): a worker reads its jobs from a pipe only the indexer
+  writes, so it ends at the pipe's end (ProcessPoolExecutor's workers hold both ends of
+  their queue and wait on it forever);
+- a worker killed (a parser crashing in C, the OOM killer): only the file it held is
+  skipped, with why, and a new worker takes the next (a broken ProcessPoolExecutor fails
+  every file in flight, and cannot say which one killed it);
+- Ctrl-C: workers ignore SIGINT and end with the indexer, instead of each printing a
+  traceback; and nothing re-runs the caller's main script (multiprocessing's spawn does).
+
+Answers are pickled: chunks of one document share their title and headings, which pickle
+sends once (a page of 1,000 chunks under one long heading would otherwise send it 1,000
+times); the sender is this package's own worker, nothing else writes to its pipe.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import traceback
+from concurrent.futures import Future
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+from metis_lite import chunking, parsing, tokenizer
+from metis_lite.errors import ParseError
+from metis_lite.records import Chunk
+
+READY = b"ready"
+"""What a worker says once it has started, before its first job."""
+
+WORKER_ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+"""A worker's BLAS runs one thread: NumPy (nesting.py) does element-wise work there, and N
+workers each starting one BLAS thread per core would start N × cores threads."""
+
+STOP_WAIT_S = 5.0
+"""How long closing the pool waits for a worker to end once its job pipe is closed."""
+
+
+@dataclass(frozen=True)
+class ParseJob:
+    """One file to parse: its name inside its source (its stem titles it, its suffix is said
+    in errors), its kind, its bytes, the base's chunk size; `words_version`: the word rules
+    of the base's words index, to compute the chunks' words too (None: the writer does)."""
+
+    name: str
+    kind: str
+    data: bytes
+    chunk_size: int
+    words_version: int | None = None
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """A file's title and chunks, or why it cannot be read (`refused`, a ParseError's
+    message: the file is skipped with it and its indexed version kept). `words`: for each
+    chunk, the words of its text and of its context (title and headings), joined
+    (tokenizer.joined_words), when the job asked for them."""
+
+    title: str = ""
+    chunks: tuple[Chunk, ...] = ()
+    refused: str | None = None
+    words: tuple[tuple[str, str], ...] = ()
+
+    def preset_words(self) -> dict[str, str]:
+        """The chunks' words by text, as tokenizer.preset_words takes them."""
+        preset = {}
+        for chunk, (text_words, context_words) in zip(self.chunks, self.words, strict=False):
+            preset[chunk.text] = text_words
+            preset[context_of(chunk)] = context_words
+        return preset
+
+
+def context_of(chunk: Chunk) -> str:
+    """The words index's `context` of a chunk, its title and headings, as the store writes
+    it (store/documents.py); were the two to differ, the words would be computed again by
+    the writer, not lost."""
+    return " ".join((chunk.title, *chunk.headings))
+
+
+def parse_chunks(job: ParseJob) -> Parsed:
+    """Parse and chunk one file's bytes (and find their words, when asked): what a worker
+    does with a job, and what a run without workers does in the indexer."""
+    try:
+        document = parsing.parse(Path(job.name), kind=job.kind, data=job.data)
+        chunks = chunking.chunk(document, chunk_size=job.chunk_size)
+    except ParseError as exc:
+        return Parsed(refused=exc.message)
+    words: tuple[tuple[str, str], ...] = ()
+    version = job.words_version
+    if version is not None:
+        words = tuple(
+            (
+                tokenizer.joined_words(c.text, version=version),
+                tokenizer.joined_words(context_of(c), version=version),
+            )
+            for c in chunks
+        )
+    return Parsed(document.title, tuple(chunks), words=words)
+
+
+class WorkerFailed(RuntimeError):
+    """A worker failed on a job with an error that is not the file's (a bug): the run stops
+    with the worker's traceback, as it would have in-process."""
+
+
+class ParsePool:
+    """`workers` processes that parse jobs (1: each job is parsed in the caller's thread, at
+    once). `submit` hands back a Future of the job's Parsed; answers come in any order.
+
+    `fallback` says why worker processes could not be started (then jobs are parsed in the
+    indexer's threads instead, and the run goes on)."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = max(1, workers)
+        self.fallback: str | None = None
+        self._jobs: queue.SimpleQueue[tuple[ParseJob, Future[Parsed]] | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._running: set[_Worker] = set()
+        self._threads = [
+            threading.Thread(target=self._serve, name=f"parse-{n}", daemon=True)
+            for n in range(self.workers if self.workers > 1 else 0)
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def submit(self, job: ParseJob) -> Future[Parsed]:
+        future: Future[Parsed] = Future()
+        if not self._threads:
+            future.set_running_or_notify_cancel()
+            future.set_result(parse_chunks(job))
+        else:
+            self._jobs.put((job, future))
+        return future
+
+    def close(self, *, abort: bool = False) -> None:
+        """End the workers once their jobs are done; `abort`: cancel the jobs not started
+        and stop the workers at once (the run failed or was stopped)."""
+        if abort:
+            while True:
+                try:
+                    item = self._jobs.get_nowait()
+                except queue.Empty:
+                    break
+                if item is not None:
+                    item[1].cancel()
+            with self._lock:
+                for worker in self._running:
+                    worker.kill()
+        for _ in self._threads:
+            self._jobs.put(None)
+        for thread in self._threads:
+            thread.join()
+
+    def __enter__(self) -> ParsePool:
+        return self
+
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        self.close(abort=exc_type is not None)
+
+    def _serve(self) -> None:
+        """One worker's thread: start the worker, hand it each job, and a new one after a
+        worker died (the file it held skipped with why)."""
+        worker: _Worker | None = None
+        try:
+            while (item := self._jobs.get()) is not None:
+                job, future = item
+                if not future.set_running_or_notify_cancel():
+                    continue
+                if worker is None and self.fallback is None:
+                    worker = self._start()
+                try:
+                    parsed = worker.parse(job) if worker is not None else parse_chunks(job)
+                except _Died as died:
+                    self._forget(worker)
+                    worker = None
+                    parsed = Parsed(refused=died.reason)
+                except BaseException as exc:
+                    future.set_exception(exc)
+                    continue
+                future.set_result(parsed)
+        finally:
+            if worker is not None:
+                worker.close()
+                self._forget(worker)
+
+    def _start(self) -> _Worker | None:
+        try:
+            worker = _Worker()
+        except _Died as died:
+            self.fallback = f"parse workers could not start ({died.reason}): parsed here"
+            return None
+        with self._lock:
+            self._running.add(worker)
+        return worker
+
+    def _forget(self, worker: _Worker | None) -> None:
+        with self._lock:
+            self._running.discard(worker)  # type: ignore[arg-type]
+
+
+class _Died(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class _Worker:
+    """One worker process and the indexer's ends of its two pipes."""
+
+    def __init__(self) -> None:
+        jobs_read, jobs_write = os.pipe()
+        results_read, results_write = os.pipe()
+        package_root = str(Path(__file__).resolve().parent.parent)
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-c", _boot(package_root, jobs_read, results_write)],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                pass_fds=(jobs_read, results_write),
+                env={**os.environ, **WORKER_ENV},
+            )
+        except OSError as exc:
+            for fd in (jobs_read, jobs_write, results_read, results_write):
+                os.close(fd)
+            raise _Died(f"{exc.strerror or exc}") from exc
+        os.close(jobs_read)
+        os.close(results_write)
+        self._jobs = Connection(jobs_write, readable=False)
+        self._results = Connection(results_read, writable=False)
+        try:
+            ready = self._results.recv_bytes()
+        except (EOFError, OSError):
+            ready = b""
+        if ready != READY:
+            self.close()
+            raise _Died(self._how())
+
+    def parse(self, job: ParseJob) -> Parsed:
+        try:
+            self._jobs.send_bytes(
+                pickle.dumps((job.name, job.kind, job.chunk_size, job.words_version))
+            )
+            self._jobs.send_bytes(job.data)
+            status, value = pickle.loads(self._results.recv_bytes())
+        except (EOFError, OSError, pickle.UnpicklingError) as exc:
+            self.close()
+            raise _Died(
+                f"its parser ended the worker process reading it ({self._how()}): a crash, "
+                "or the system ran out of memory; the rest of the run went on"
+            ) from exc
+        if status == "failed":
+            raise WorkerFailed(f"a parse worker failed on {job.name}:\n{value}")
+        return value  # type: ignore[no-any-return]
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+
+    def close(self) -> None:
+        """Close its job pipe (it ends there) and wait for it; killed if it does not end."""
+        for end in (self._jobs, self._results):
+            try:
+                end.close()
+            except OSError:
+                pass
+        try:
+            self.process.wait(STOP_WAIT_S)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+    def _how(self) -> str:
+        try:
+            code = self.process.wait(STOP_WAIT_S)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            code = self.process.wait()
+        if code < 0:
+            try:
+                return f"killed by {signal.Signals(-code).name}"
+            except ValueError:
+                return f"killed by signal {-code}"
+        return f"exit status {code}"
+
+
+def _boot(package_root: str, jobs: int, results: int) -> str:
+    """The worker's program: import this package from where the indexer imported it (its
+    folder first on sys.path only while `metis_lite` itself is imported, so that nothing
+    installed beside it shadows the standard library), then serve."""
+    return (
+        "import sys\n"
+        f"sys.path.insert(0, {package_root!r})\n"
+        "try:\n"
+        "    import metis_lite\n"
+        "finally:\n"
+        f"    sys.path.remove({package_root!r})\n"
+        "from metis_lite.parse_pool import serve\n"
+        f"serve({jobs}, {results})\n"
+    )
+
+
+def serve(jobs_fd: int, results_fd: int) -> None:
+    """A worker's loop: parse each job read from `jobs_fd`, answer on `results_fd`, until the
+    job pipe ends (the indexer closed it, or ended however it ended)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    jobs = Connection(jobs_fd, writable=False)
+    results = Connection(results_fd, readable=False)
+    results.send_bytes(READY)
+    while True:
+        try:
+            name, kind, chunk_size, version = pickle.loads(jobs.recv_bytes())
+            data = jobs.recv_bytes()
+        except EOFError:
+            return
+        try:
+            answer: tuple[str, object] = (
+                "parsed",
+                parse_chunks(ParseJob(name, kind, data, chunk_size, version)),
+            )
+        except Exception:
+            answer = ("failed", traceback.format_exc())
+        results.send_bytes(pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL))
