@@ -99,6 +99,7 @@ class Embedding:
         self._progress = progress
         self._after = 0  # chunks up to this id were read, their vectors written or on the way
         self.words_done = False  # until then only whole batches are embedded
+        self._more = True  # chunks lacking a vector may lie past _after (a query would tell)
         self._inflight: deque[tuple[list[int], Future[np.ndarray]]] = deque()
         self._requests: queue.SimpleQueue[tuple[list[str], Future[np.ndarray]] | None] = (
             queue.SimpleQueue()
@@ -107,12 +108,26 @@ class Embedding:
         if progress:
             progress("vectors", 0, self.waiting())  # what waits before the run writes any
 
+    def wrote_chunks(self) -> None:
+        """The run wrote chunks: some lack a vector past what `feed` last looked at."""
+        self._more = True
+
     def feed(self) -> None:
         """Hand the thread the next batches of chunks lacking a vector, up to EMBED_AHEAD:
-        whole batches while the words pass writes more chunks, the last part one after."""
-        while self.failure is None and len(self._inflight) < EMBED_AHEAD:
-            batch = self.store.chunks_lacking_vectors(self.model, self._batch, after=self._after)
-            if not batch or (len(batch) < self._batch and not self.words_done):
+        whole batches while the words pass writes more chunks, the last part one after. It
+        queries the base only when chunks were written since it last found none (a run over
+        an unchanged folder asks once, not once a file)."""
+        while self._more and self.failure is None and len(self._inflight) < EMBED_AHEAD:
+            with self.store.snapshot():
+                batch = self.store.chunks_lacking_vectors(
+                    self.model, self._batch, after=self._after
+                )
+                last = self.store.chunks_generation()[1] if not batch else 0
+            if not batch:  # every chunk up to the last one has its vector, or is on the way
+                self._after, self._more = max(self._after, last), False
+                return
+            if len(batch) < self._batch and not self.words_done:
+                self._more = False  # a whole batch once more chunks are written
                 return
             self._after = batch[-1][0]
             texts = [self._prefix + text for _, text in batch]
@@ -147,7 +162,7 @@ class Embedding:
 
     def finish(self) -> None:
         """Embed until no chunk lacks a vector (or the model failed)."""
-        self.words_done = True
+        self.words_done = self._more = True
         while True:
             self.feed()
             answer = self.next_answer
@@ -258,6 +273,8 @@ class Pipeline:
         while self._head_ready():
             group = self._ready_group()
             written = self._write(group)
+            if any(written):
+                self.embedding.wrote_chunks()
             for chunks in written:  # told once committed: a callback that raises loses nothing
                 self.files_done += 1
                 if chunks:
