@@ -330,6 +330,8 @@ def test_a_corpus_of_adversarial_files_is_indexed_within_bounded_time_and_memory
     assert "Traceback" not in err
     assert peak < PEAK_RSS_BYTES, f"peak RSS {peak / 2**20:.0f} MiB"
     report = json.loads(out)
+    # Parsed by worker processes, one per core (and the peak above counts each of them).
+    assert report["workers"] == min(len(os.sched_getaffinity(0)), len(list(src.iterdir())))
 
     # Every file is either a document or skipped with its reason: nothing silently lost.
     with Base(base_file) as base:
