@@ -4,7 +4,8 @@
 -- tokenizer (open it with `metis-lite shell BASE`).
 
 CREATE TABLE IF NOT EXISTS meta (
-  key   TEXT PRIMARY KEY,          -- schema_version, created_at, notes_source (metis-<file name>)
+  key   TEXT PRIMARY KEY,          -- schema_version, created_at, notes_source (metis-<file name>);
+                                   -- published_id, published_at in a published copy (publish.py)
   value TEXT NOT NULL
 );
 

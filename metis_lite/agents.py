@@ -231,7 +231,7 @@ class Agent:
     """The tools over a set of open bases (not closed here: their owner closes them)."""
 
     def __init__(self, bases: Mapping[str, Base], *, threads: int = THREADS) -> None:
-        self.bases = dict(bases)
+        self.bases = bases  # read at each call: a read-only service puts new copies in it
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="agent")
 
     def close(self) -> None:
@@ -243,7 +243,7 @@ class Agent:
     # -- scope --------------------------------------------------------------------------------
 
     def visible(self, scope: Scope) -> list[str]:
-        return [name for name in self.bases if _allows(scope, name)]
+        return [name for name in list(self.bases) if _allows(scope, name)]
 
     def base(self, name: str, scope: Scope) -> Base:
         if not _allows(scope, name):

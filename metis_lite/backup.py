@@ -26,6 +26,7 @@ import apsw
 from metis_lite.connection import connect, damage
 from metis_lite.errors import InvalidRequest, StoreError
 from metis_lite.store import Store
+from metis_lite.store.publication import unmark
 
 ALL_PAGES = -1
 """backup.step() argument: copy every page in one step, inside one read transaction."""
@@ -48,9 +49,7 @@ def copy_base(source: Path, dest: Path) -> None:
     partial = dest.with_name(f".{dest.name}.partial-{os.getpid()}")
     _remove(partial)
     try:
-        with Store(source, readonly=True) as store:  # nothing is written to the source
-            _backup(store.db, partial)
-        _finish(partial)
+        snapshot_into(source, partial)
         _place(partial, dest)
     except apsw.Error as exc:
         damaged = damage(exc, source)
@@ -61,6 +60,15 @@ def copy_base(source: Path, dest: Path) -> None:
         raise StoreError(f"cannot copy {source} to {dest}: {exc.strerror or exc}") from exc
     finally:
         _remove(partial)
+
+
+def snapshot_into(source: Path, partial: Path) -> None:
+    """Every page of one snapshot of the base `source` into the new file `partial`, checked
+    and folded into one file (no -wal beside it); the source is opened read-only. copy_base
+    and publish.py build on it; their caller removes `partial` when it fails."""
+    with Store(source, readonly=True) as store:  # nothing is written to the source
+        _backup(store.db, partial)
+    _finish(partial)
 
 
 def _check_destination(source: Path, dest: Path) -> None:
@@ -84,6 +92,7 @@ def _backup(source: apsw.Connection, partial: Path) -> None:
             backup.step(ALL_PAGES)
             if not backup.done:
                 raise StoreError(f"the backup to {partial} stopped before its last page")
+        unmark(target)  # a copy of a published copy is a base to write, until published
     finally:
         target.close()
 

@@ -23,11 +23,11 @@ from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 
 import apsw
 
-from metis_lite import connection, ingest, keyword, languages, memory
+from metis_lite import connection, ingest, keyword, languages, memory, publish
 from metis_lite.bm25 import WordIndex
 from metis_lite.chunking import check_chunk_size
 from metis_lite.dense import VectorIndex
-from metis_lite.errors import BaseDamaged, InvalidRequest, ModelError
+from metis_lite.errors import BaseDamaged, BaseReadOnly, InvalidRequest, ModelError
 from metis_lite.models import registry
 from metis_lite.models.base import Embedder, Reranker
 from metis_lite.models.prefixes import prefixes_for
@@ -35,7 +35,7 @@ from metis_lite.records import Answer, Filters, SourceInfo, Warning
 from metis_lite.search import SearchContext, search
 from metis_lite.settings import BASE_KINDS, FUSION, FUSIONS, TOP_K
 from metis_lite.spec import DEFAULT_SPEC, BaseSpec, parse_spec
-from metis_lite.store import IndexerLock, Store
+from metis_lite.store import IndexerLock, Publication, Store
 from metis_lite.store.pool import StorePool
 
 __all__ = ["DEFAULT_SPEC", "Base", "BaseStatus", "SourceInfo"]
@@ -47,6 +47,10 @@ a flush that finds another connection writing keeps its count for the next one."
 CONNECTIONS = 16
 """Connections a Base keeps for its searches, facts and status (StorePool): as many searches
 of one base run at once, the service's default number of workers; more wait for one to end."""
+
+WARM_S = 120.0
+"""How long `warm` waits for the words index to be read into memory; past it the new copy is
+served anyway, FTS5 answering by words until the index is read."""
 
 LANGUAGE_SAMPLE_CHUNKS = 256
 """Chunks read to judge a base's languages: a share's error is then under ±3 points (√(¼/256)),
@@ -73,6 +77,11 @@ class BaseStatus:
     last_indexing: dict[str, Any] | None
     searches_per_day: dict[str, int]
     warnings: tuple[Warning, ...] = ()  # what searches by meaning suffer (MODEL_LANGUAGE_MISMATCH)
+    read_only: bool = False
+    """Nothing is written to the base (`serve --read-only`, or a file that cannot be written):
+    no indexing, no facts, and its searches are not counted."""
+    published: Publication | None = None
+    """Which publication the file is, when it is a published copy (publish.py)."""
 
 
 P = ParamSpec("P")
@@ -102,6 +111,23 @@ def _usable(method: Callable[Concatenate[Base, P], R]) -> Callable[Concatenate[B
     return guarded
 
 
+def _writes(method: Callable[Concatenate[Base, P], R]) -> Callable[Concatenate[Base, P], R]:
+    """BASE_READ_ONLY, before anything is done (not even BASE.lock made), for a write to a
+    read-only Base or to a published copy."""
+
+    @functools.wraps(method)
+    def guarded(self: Base, *args: P.args, **kwargs: P.kwargs) -> R:
+        if self.read_only or self.published:
+            what = "served read-only" if self.read_only else "a published copy"
+            raise BaseReadOnly(
+                f"base {self.name} is {what}: it is searched, never written; write to the "
+                "base it was published from, and publish it again"
+            )
+        return method(self, *args, **kwargs)
+
+    return guarded
+
+
 class Base:
     """One open base: a bounded pool of connections, its vectors in memory, its models (made
     when needed)."""
@@ -113,6 +139,7 @@ class Base:
         create: bool = False,
         name: str | None = None,
         workers: int | None = None,
+        read_only: bool = False,
     ) -> None:
         self.path = Path(path)
         self.workers = ingest.check_workers(workers)
@@ -124,22 +151,35 @@ class Base:
         self._local = threading.local()
         self._thread_stores: weakref.WeakSet[Store] = weakref.WeakSet()
         self._spec_cache: tuple[tuple[int, int, int], BaseSpec] | None = None
-        self._pool = StorePool(self.path, size=CONNECTIONS)
-        first = Store(self.path, create=create)
+        self.read_only = read_only
+        """Nothing is written to the file: no indexing, no facts, no search counts (`serve
+        --read-only`). Its connections all open at once, of one file (publish.open_copy)."""
+        self.copy: publish.Copy | None = None
+        """The file a read-only Base serves, as it was when it opened."""
+        self._handed: list[object] = []  # models a newer copy took over (take_models)
+        self.warmed = False
+        """What searches read is in memory (`warm` ran to its end)."""
+        self._pool = StorePool(self.path, size=CONNECTIONS, opener=self._connect)
+        first, *spare = self._open_stores(create)
         try:
             if create and not first.spec():
                 first.set_spec(DEFAULT_SPEC)
             self._spec_of(first)  # a spec this code cannot read is refused when the base opens
         except BaseException:
-            first.close()
+            for store in (first, *spare):
+                store.close()
             raise
-        self._pool.adopt(first)
+        self.published = first.publication() is not None
+        """The file is a published copy (publish.py), which nothing writes."""
+        self._words_store = spare.pop() if spare else None
+        for store in (first, *spare):
+            self._pool.adopt(store)
         self.name = name or self.path.stem
         self._models_lock = threading.Lock()
         self._embedder: Embedder | None = None
         self._reranker: Reranker | None = None
         self._vectors = VectorIndex(self._spec_of(first).model_label)
-        self._words = WordIndex(lambda: Store(self.path))  # its thread's own connection
+        self._words = WordIndex(self._words_connection)  # its thread's own connection
         self._pending_searches = 0
         self._last_flush = time.monotonic()
         self._count_lock = threading.Lock()
@@ -165,19 +205,39 @@ class Base:
             raise BaseDamaged(self._damaged)
         holder = getattr(self._local, "holder", None)
         if holder is None:
-            holder = self._local.holder = _ThreadStore(Store(self.path))
+            holder = self._local.holder = _ThreadStore(self._connect())
             self._thread_stores.add(holder.store)
         return holder.store
+
+    def _open_stores(self, create: bool) -> list[Store]:
+        """The first connection; for a read-only Base, every one it will use (the pool's and
+        the words index's), all of one file (publish.open_copy)."""
+        if not self.read_only:
+            return [Store(self.path, create=create)]
+        if create:
+            raise InvalidRequest("a read-only base is never created: name one that exists")
+        self.copy, stores = publish.open_copy(self.path, CONNECTIONS + 1)
+        return stores
+
+    def _connect(self) -> Store:
+        """A new connection; a read-only Base's only to the file it opened (publish.reopen)."""
+        return Store(self.path) if self.copy is None else publish.reopen(self.copy)
+
+    def _words_connection(self) -> Store:
+        store, self._words_store = self._words_store, None
+        return store or self._connect()
 
     def close(self) -> None:
         self._words.close()
         self._flush_counts(force=True)
         for model in (self._embedder, self._reranker):
-            if model is not None:
+            if model is not None and model not in self._handed:
                 model.close()
         self._pool.close()
         for store in list(self._thread_stores):
             store.close()
+        if self._words_store is not None:  # the words index never started
+            self._words_store.close()
 
     def __enter__(self) -> Base:
         return self
@@ -240,6 +300,7 @@ class Base:
         with self._pool.borrow() as store:
             return store.notes_source()
 
+    @_writes
     @_usable
     def configure(
         self,
@@ -328,6 +389,7 @@ class Base:
 
     # -- sources and indexing ---------------------------------------------------------------
 
+    @_writes
     @_usable
     def add_source(self, folder: str | Path, *, name: str | None = None) -> str:
         """Add a folder as a source (named after the folder unless named); returns its name.
@@ -365,6 +427,7 @@ class Base:
         with self._pool.borrow() as store:
             return store.source_infos()
 
+    @_writes
     @_usable
     def remove_source(self, name: str) -> int:
         """Remove a folder source with its documents (their chunks, words and vectors), in one
@@ -373,6 +436,7 @@ class Base:
         with IndexerLock(self.path), self._pool.borrow() as writer:
             return writer.remove_source(name)
 
+    @_writes
     @_usable
     def index(
         self,
@@ -429,6 +493,7 @@ class Base:
 
     # -- facts ------------------------------------------------------------------------------
 
+    @_writes
     @_usable
     def remember(
         self,
@@ -515,6 +580,8 @@ class Base:
             self._count_search(store)
 
     def _count_search(self, store: Store) -> None:
+        if self.read_only:
+            return  # a reader writes nothing, not even a count
         with self._count_lock:
             self._pending_searches += 1
         self._flush_counts(store)
@@ -571,6 +638,8 @@ class Base:
                 chunk_size=spec.chunk_size,
                 last_indexing=last,
                 searches_per_day=store.search_counts(),
+                read_only=self.read_only or store.db.readonly("main"),
+                published=store.publication(),
                 warnings=(
                     *(w for w in (self._language_warning(store, spec),) if w is not None),
                     *keyword.index_warnings(store),
@@ -596,6 +665,55 @@ class Base:
             why = f"{exc.message}; found by words only until then"
         message = f"{waiting} of {chunks} chunks have no vector yet: {why}"
         return (Warning("CHUNKS_WITHOUT_VECTORS", message),)
+
+    # -- a reader's copy --------------------------------------------------------------------
+
+    @contextmanager
+    def reading(self) -> Iterator[Store]:
+        """A connection borrowed from the pool, inside one snapshot, until the block ends (a
+        document or passage read back): never a thread's own one, so a read-only Base reads
+        only the file it opened."""
+        if self._damaged is not None:
+            raise BaseDamaged(self._damaged)
+        with self._pool.borrow() as store, store.snapshot():
+            yield store
+
+    @_usable
+    def served_copy(self) -> publish.Copy:
+        """Which file this Base serves and the last indexing run it holds: a read-only Base's
+        as it opened it, another's as its path is now."""
+        with self._pool.borrow() as store, store.snapshot():
+            copy = self.copy
+            if copy is None:
+                state = publish.file_state(self.path)
+                copy = publish.Copy(self.path, state, False, store.publication())
+            return publish.with_last_run(copy, store)
+
+    @_usable
+    def warm(self, timeout_s: float = WARM_S) -> None:
+        """Read into memory now what searches read (the vectors, the words index, the sample
+        of languages), rather than in the first searches: a reader does it before it switches
+        to a new copy, and to each base it opened when it starts (copies.py). Until then
+        FTS5 answers by words, slower."""
+        with self._pool.borrow() as store, store.snapshot():
+            self._vectors.sync(store)
+            words = self._words.wait(store, timeout_s)
+            self._language_profile(store)
+        self.warmed = words
+
+    def take_models(self, older: Base) -> None:
+        """Use the models `older` made where this base names the same ones (a newer copy of
+        the base `older` serves), so a switch loads none again; `older` leaves them open."""
+        mine, theirs = self.spec, older.spec
+        with older._models_lock, self._models_lock:
+            same = (mine.embedding, mine.dimension) == (theirs.embedding, theirs.dimension)
+            if same and older._embedder is not None and self._embedder is None:
+                self._embedder = older._embedder
+                older._handed.append(older._embedder)
+            if mine.reranker == theirs.reranker and older._reranker is not None:
+                if self._reranker is None:
+                    self._reranker = older._reranker
+                    older._handed.append(older._reranker)
 
     # -- languages --------------------------------------------------------------------------
 

@@ -50,6 +50,8 @@ class Identity:
     application_id: int
     objects: int
     has_meta: bool
+    published: bool = False
+    """A published copy (publish.py): never written, by metis-lite or anything it runs."""
 
     @property
     def is_base(self) -> bool:
@@ -71,39 +73,57 @@ def identify(connection: apsw.Connection) -> Identity:
         " (SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'meta')"
     ).fetchone()
     assert row is not None  # an aggregate always returns a row
-    return Identity(int(row[0]), int(row[1]), bool(row[2]))
+    published = bool(row[2]) and bool(
+        connection.execute("SELECT 1 FROM meta WHERE key = 'published_id'").fetchone()
+    )
+    return Identity(int(row[0]), int(row[1]), bool(row[2]), published)
 
 
 def connect(
-    path: str | os.PathLike[str], *, readonly: bool = False, create: bool = True
+    path: str | os.PathLike[str],
+    *,
+    readonly: bool = False,
+    create: bool = True,
+    immutable: bool = False,
 ) -> apsw.Connection:
     """Open a connection with the base's policy (apsw bestpractice: WAL, busy timeout, FKs).
 
     Without `create`, a missing file is BASE_NOT_FOUND (SQLite is asked not to create it,
     rather than told after a look that it is there). The file's identity is read first, so a
     damaged file says so; only a base or a new file is put in WAL mode, never another program's
-    database. A base where nothing can be written (a read-only file system, file or folder) is
-    opened read-only, and immutable when SQLite cannot open it otherwise and no -wal lies
+    database. A published copy (publish.py), and a base where nothing can be written (a
+    read-only file system, file or folder), are opened read-only, and immutable when SQLite cannot open it otherwise and no -wal lies
     beside it (it could not create the -shm it needs): it is still searched, and writing to
     it fails as BASE_READ_ONLY.
+
+    `immutable` opens it read-only as a file nothing will ever write (SQLite's immutable=1: no
+    locks, no -shm, no look for changes), which is safe only for such a file: a published copy
+    (publish.py), replaced by a rename and never written in place.
     """
-    unwritable = not readonly and _unwritable(Path(path))
-    readonly = readonly or unwritable
+    unwritable = not readonly and not immutable and _unwritable(Path(path))
+    readonly = readonly or unwritable or immutable
     flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE
     if create and not readonly:
         flags |= apsw.SQLITE_OPEN_CREATE
     try:
         try:
-            connection = _open(str(path), flags)
+            if immutable:
+                connection = _open(_immutable_uri(path), flags | apsw.SQLITE_OPEN_URI)
+            else:
+                connection = _open(str(path), flags)
             identity = identify(connection)
         except (apsw.CantOpenError, apsw.IOError):
-            if not unwritable or os.path.lexists(f"{path}-wal"):
+            if immutable or not unwritable or os.path.lexists(f"{path}-wal"):
                 raise
             # SQLite could not make the -shm in a read-only folder, and no -wal holds commits
             # the main file lacks: read the main file as it is.
-            immutable = f"file:{quote(str(Path(path).resolve()))}?immutable=1"
-            connection = _open(immutable, apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+            connection = _open(
+                _immutable_uri(path), apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
+            )
             identity = identify(connection)
+        if identity.published and not readonly:
+            connection.close()  # a published copy is opened read-only, even by root
+            return connect(path, readonly=True, create=False)
         tokenizer.register(connection)
         connection.execute("PRAGMA foreign_keys = ON")
         if not readonly and (identity.is_base or identity.is_empty):
@@ -120,6 +140,10 @@ def connect(
     except (apsw.CantOpenError, apsw.IOError) as exc:
         raise _open_failure(Path(path), exc, create=create, unwritable=unwritable) from exc
     return connection
+
+
+def _immutable_uri(path: str | os.PathLike[str]) -> str:
+    return f"file:{quote(str(Path(path).resolve()))}?immutable=1"
 
 
 def _open(name: str, flags: int) -> apsw.Connection:

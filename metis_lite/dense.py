@@ -9,6 +9,7 @@ quarter of it is dead. Rows are L2-normalised, so a dot product is the cosine.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -35,6 +36,7 @@ class VectorIndex:
         self._row_of: dict[int, int] = {}
         self._vector_seq = 0
         self._removal_seq = 0
+        self._centroid: np.ndarray | None = None  # mean of the live rows (float64), made lazily
         self.dimension: int | None = None
 
     @property
@@ -58,6 +60,8 @@ class VectorIndex:
             if len(ids):
                 self._append(ids, blob)
             self._removal_seq, self._vector_seq = removal_seq, vector_seq
+            if removed or len(ids):
+                self._centroid = None
             dead = self._size - len(self._row_of)
             if self._size and dead / self._size > COMPACT_DEAD_FRACTION:
                 self._compact()
@@ -119,6 +123,34 @@ class VectorIndex:
                 for rank, (c, i) in enumerate(zip(chunk_ids, best, strict=True), start=1)
                 if np.isfinite(scores[i])
             ]
+
+    def cosines(self, query: np.ndarray, chunk_ids: Sequence[int]) -> dict[int, float]:
+        """The cosine of each of `chunk_ids` that has a vector, in float64, each row summed on
+        its own: a chunk's cosine is the same to the last bit whatever the other chunks (fusion
+        scores a chunk alike in any window, and in a base alone or among several)."""
+        with self._lock:
+            found = [(c, r) for c in chunk_ids if (r := self._row_of.get(c)) is not None]
+            if not found:
+                return {}
+            rows = self._matrix[[r for _, r in found]].astype(np.float64)
+            values = (rows * np.asarray(query, dtype=np.float64)).sum(axis=1)
+            return {c: float(v) for (c, _), v in zip(found, values.tolist(), strict=True)}
+
+    def mean_cosine(self, query: np.ndarray) -> float:
+        """The question's mean cosine over every chunk with a vector (its cosine with their
+        mean vector): what a chunk unrelated to the question scores in this base; 0.0 when
+        no chunk has one."""
+        with self._lock:
+            if not self._row_of:
+                return 0.0
+            if self._centroid is None:
+                used = self._matrix[: self._size]
+                total = used.sum(axis=0, dtype=np.float64)
+                dead = ~self._alive[: self._size]
+                if dead.any():
+                    total -= used[dead].sum(axis=0, dtype=np.float64)
+                self._centroid = total / len(self._row_of)
+            return float(self._centroid @ np.asarray(query, dtype=np.float64))
 
 
 def top_n(scores: np.ndarray, n: int) -> np.ndarray:

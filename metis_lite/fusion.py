@@ -1,67 +1,270 @@
-"""Fusion: the list by meaning and the list by words become one list, best first.
+"""Fusion: the list by meaning and the list by words become one list, best first — of one base,
+or of several bases searched together as if they were one.
 
-Two ways, named by a base's `spec.fusion` (FUSIONS in settings.py):
+Two ways, named by `fusion` (FUSIONS in settings.py):
 
+- `relative` (the default): a chunk scores DENSE_SHARE × meaning + (1 − DENSE_SHARE) × words,
+  each from 0 to 1 on a scale that no candidate window moves:
+
+  - meaning = (cosine − unrelated) / (best − unrelated), at least 0. `unrelated` is the
+    question's mean cosine over every chunk of the base (its cosine with the base's centroid):
+    what a chunk that has nothing to do with the question scores. `best` is the best cosine
+    found, or, when that is less than WEAK_SHARE of the way from `unrelated` to 1 (the question
+    itself), that share: a list whose best is barely above the crowd stays weak, and cosines a
+    hair apart stay a hair apart.
+  - words = (BM25 / full) / max(best BM25 / full, WEAK_SHARE), where `full` is the BM25 of a
+    chunk of average length holding each of the question's words once (`keyword.best_possible`).
+    A list whose matches are only common words ("how", "do", "get" of "how many holidays do I
+    get") holds a small share of the question, and stays weak instead of weighing as much as the
+    best by meaning (as its first place does under RRF).
+
+  Each chunk of either list is scored on both (`Candidates.cosine`, `Candidates.bm25`: its cosine
+  and its BM25 are looked up when the other list did not reach it), so its score depends on the
+  question and the chunk alone. Any chunk outside both lists scores at most what their last
+  places score (`bound`); the fused places above that are the whole base's (`Ranking.certain`),
+  and `deepened` reads the lists deeper until the places a search returns are. So a wider
+  window never reorders the first results, and a single chunk, or chunks of equal cosines, score
+  by their values, not by their places.
 - `rrf`, the spec's ("Fusion"): each chunk scores Σ 1/(RRF_K + rank) over the lists it is in.
-  Ranks, not raw scores, are combined, so a cosine and a BM25 score need no calibration; a
-  chunk both lists found ranks above one only one list found first.
-- `relative`: each chunk scores DENSE_SHARE × its place between the worst and the best cosine
-  of the list by meaning (0 to 1), plus (1 − DENSE_SHARE) × its BM25 score over the list's
-  best BM25 score — or over WEAK_WORDS × the score of a chunk holding each of the question's
-  words once, when even the best falls short of that (`keyword.best_possible`). Ranks throw
-  away how far apart two chunks are; this keeps it. The floor is for a list of weak matches:
-  where every word the chunks share with the question is common ("how", "do", "get") and its
-  one telling word ("holidays") is in no chunk, the best by words holds a quarter of the
-  question, and read against its own best it would weigh as much as the best by meaning (as
-  its first place does under RRF). A list alone (one mode, or a model down) keeps its share,
-  so that the scores of several bases, one without its model, stay on one scale.
-  docs/eval.md has the measurements that made it the default.
+  Ranks need no calibration; they depend on how deep each list was read, and forget how far
+  apart two chunks are.
 
-Ties keep the order of first appearance, list by meaning first.
+Several bases with one embedding model (the same label on their vectors) are fused as one: the
+union of their lists under one normalisation — `unrelated` the mean over all their chunks, `best`
+the best of all, words as shares of the question's weight in each base (each base's BM25 has its
+own word statistics; a share of the question compares across bases where a raw BM25 does not).
+Bases whose models differ cannot compare cosines: each is fused alone and the bases take turns,
+by reciprocal rank (docs/how-search-works.md, "Several bases").
+
+Ties: a higher score first, then the base given first, then the lower chunk id.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from metis_lite.records import Hit
-from metis_lite.settings import DENSE_SHARE, RRF_K, WEAK_WORDS
+from metis_lite.settings import (
+    CANDIDATES_DEEPEST,
+    DENSE_SHARE,
+    FUSION,
+    RRF_K,
+    SCORE_NOISE,
+    WEAK_SHARE,
+)
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """What the search by meaning and the search by words found in one base, each read `depth`
+    deep, with what fusion needs to put them on one scale."""
+
+    depth: int
+    dense: tuple[Hit, ...] = ()
+    """By meaning, best first: cosines."""
+    words: tuple[Hit, ...] = ()
+    """By words, best first: BM25 scores (positive, higher is better)."""
+    cosine: Mapping[int, float] = field(default_factory=dict)
+    """The cosine of every chunk of either list that has a vector (float64, computed the same
+    way for every chunk whatever the lists, so one chunk always scores the same)."""
+    bm25: Mapping[int, float] = field(default_factory=dict)
+    """The BM25 score of every chunk of either list that holds a word of the question."""
+    unrelated: float = 0.0
+    """The question's mean cosine over the base's vectors."""
+    vectors: int = 0
+    """Chunks of the base with a vector: the weight of `unrelated` among several bases."""
+    full: float = 0.0
+    """The BM25 score of a chunk holding each of the question's words once."""
+    model: str | None = None
+    """The label of the vectors the question was compared with; None: no search by meaning."""
+
+    @property
+    def dense_more(self) -> bool:
+        """Whether a deeper read could find more by meaning."""
+        return self.depth > 0 and len(self.dense) >= self.depth
+
+    @property
+    def words_more(self) -> bool:
+        """Whether a deeper read could find more by words."""
+        return self.depth > 0 and len(self.words) >= self.depth
+
+
+@dataclass(frozen=True)
+class Fused:
+    """One fused place: the base (its index in the search) and the chunk with its fused score."""
+
+    base: int
+    hit: Hit
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """The fused list, best first, and how many of its first places no deeper read can change."""
+
+    hits: tuple[Fused, ...]
+    certain: int
+
+
+Read = Callable[[int], Sequence[Candidates]]
+"""Every base's candidates, each list read as deep as asked."""
+
+
+def deepened(
+    read: Read, *, depth: int, need: int, fusion: str = FUSION
+) -> tuple[Sequence[Candidates], Ranking]:
+    """Read the lists `depth` deep and fuse them, and deeper (twice as deep each time, at most
+    CANDIDATES_DEEPEST) until the first `need` places are certain or nothing more can be read."""
+    while True:
+        found = read(depth)
+        ranking = fuse(found, fusion=fusion)
+        more = any(c.dense_more or c.words_more for c in found)
+        if ranking.certain >= need or not more or depth >= CANDIDATES_DEEPEST:
+            return found, ranking
+        depth = min(2 * depth, CANDIDATES_DEEPEST)
+
+
+def fuse(found: Sequence[Candidates], *, fusion: str = FUSION) -> Ranking:
+    """Every base's candidates as one ranking (see the module): one normalisation when the bases
+    searched by meaning share a model, else each base alone and the bases in turn."""
+    models = {c.model for c in found if c.model is not None}
+    if len(models) > 1:
+        return _in_turn([fuse([c], fusion=fusion) for c in found])
+    if fusion == "rrf":
+        return _rrf(found)
+    return _relative(found)
 
 
 def rrf(*lists: Sequence[Hit], k: int = RRF_K) -> list[Hit]:
-    """Fuse ranked lists into one, best first; each Hit's score is its fused score."""
-    scores: dict[int, float] = {}
+    """Fuse ranked lists of one base into one, best first; each Hit's score is Σ 1/(k + rank)."""
+    scores: dict[tuple[int, int], float] = {}
     for hits in lists:
         for hit in hits:
-            scores[hit.chunk_id] = scores.get(hit.chunk_id, 0.0) + 1.0 / (k + hit.rank)
-    return _ranked(scores)
+            key = (0, hit.chunk_id)
+            scores[key] = scores.get(key, 0.0) + 1.0 / (k + hit.rank)
+    return [f.hit for f in _ranked(scores)]
+
+
+def _rrf(found: Sequence[Candidates]) -> Ranking:
+    """Reciprocal ranks over the bases' lists merged: by cosine, and by share of the question."""
+    dense = [(h.score, b, h.chunk_id) for b, c in enumerate(found) for h in c.dense]
+    words = [
+        (h.score / c.full if c.full > 0 else 0.0, b, h.chunk_id)
+        for b, c in enumerate(found)
+        for h in c.words
+    ]
+    scores: dict[tuple[int, int], float] = {}
+    for merged in (dense, words):
+        merged.sort(key=lambda item: (-item[0], item[1], item[2]))
+        for rank, (_, b, chunk_id) in enumerate(merged, start=1):
+            scores[(b, chunk_id)] = scores.get((b, chunk_id), 0.0) + 1.0 / (RRF_K + rank)
+    hits = _ranked(scores)
+    return Ranking(tuple(hits), len(hits))
+
+
+@dataclass(frozen=True)
+class Scale:
+    """One normalisation for every base fused together (the module's `relative`)."""
+
+    unrelated: float
+    spread: float
+    words: float
+
+    @classmethod
+    def of(cls, found: Sequence[Candidates]) -> Scale:
+        weighted = [(c.vectors, c.unrelated) for c in found if c.model is not None and c.vectors]
+        total = sum(n for n, _ in weighted)
+        unrelated = sum(n * u for n, u in weighted) / total if total else 0.0
+        best = max((v for c in found for v in c.cosine.values()), default=unrelated)
+        spread = max(best - unrelated, WEAK_SHARE * (1.0 - unrelated))
+        shares = [max(h.score for h in c.words) / c.full for c in found if c.words and c.full > 0]
+        return cls(unrelated, spread, max([WEAK_SHARE, *shares]))
+
+    def meaning(self, cosine: float | None) -> float:
+        if cosine is None or self.spread <= 0:
+            return 0.0
+        return max(0.0, (cosine - self.unrelated) / self.spread)
+
+    def found(self, bm25: float | None, full: float) -> float:
+        if bm25 is None or full <= 0:
+            return 0.0
+        return bm25 / full / self.words
+
+    def score(self, cosine: float | None, bm25: float | None, full: float) -> float:
+        return DENSE_SHARE * self.meaning(cosine) + (1.0 - DENSE_SHARE) * self.found(bm25, full)
 
 
 def relative(
     dense: Sequence[Hit],
     keyword: Sequence[Hit],
     *,
-    keyword_best: float,
-    dense_share: float = DENSE_SHARE,
+    full: float,
+    unrelated: float,
+    cosine: Mapping[int, float] | None = None,
+    bm25: Mapping[int, float] | None = None,
 ) -> list[Hit]:
-    """Fuse by score (module docstring): `dense` best first with cosines, `keyword` best first
-    with BM25 scores, `keyword_best` the BM25 score of a chunk holding every question word once
-    (`keyword.best_possible`). A list alone keeps its order."""
-    words_scale = max(keyword[0].score, WEAK_WORDS * keyword_best) if keyword else 0.0
-    scores: dict[int, float] = {}
-    if dense:
-        best, worst = dense[0].score, dense[-1].score
-        span = best - worst
-        for hit in dense:
-            place = (hit.score - worst) / span if span > 0 else 1.0
-            scores[hit.chunk_id] = dense_share * place
-    words_share = 1.0 - dense_share
-    for hit in keyword:
-        found = hit.score / words_scale if words_scale > 0 else 0.0
-        scores[hit.chunk_id] = scores.get(hit.chunk_id, 0.0) + words_share * found
-    return _ranked(scores)
+    """One base's two lists fused by `relative` (the module): `dense` with cosines, `keyword`
+    with BM25 scores, each best first; `cosine` and `bm25` the scores of the chunks the other
+    list did not reach (the lists' own scores otherwise)."""
+    found = Candidates(
+        depth=0,
+        dense=tuple(dense),
+        words=tuple(keyword),
+        cosine={**{h.chunk_id: h.score for h in dense}, **(cosine or {})},
+        bm25={**{h.chunk_id: h.score for h in keyword}, **(bm25 or {})},
+        unrelated=unrelated,
+        vectors=1,
+        full=full,
+        model="" if dense or cosine else None,
+    )
+    return [f.hit for f in _relative([found]).hits]
 
 
-def _ranked(scores: dict[int, float]) -> list[Hit]:
-    order = sorted(scores.items(), key=lambda item: -item[1])
-    return [Hit(chunk_id=c, score=s, rank=rank) for rank, (c, s) in enumerate(order, start=1)]
+def _relative(found: Sequence[Candidates]) -> Ranking:
+    scale = Scale.of(found)
+    scores: dict[tuple[int, int], float] = {}
+    bound = 0.0
+    for b, c in enumerate(found):
+        for chunk_id in dict.fromkeys([h.chunk_id for h in c.dense + c.words]):
+            scores[(b, chunk_id)] = scale.score(
+                c.cosine.get(chunk_id), c.bm25.get(chunk_id), c.full
+            )
+        bound = max(bound, _bound(c, scale))
+    hits = _ranked(scores)
+    if not any(c.dense_more or c.words_more for c in found):
+        return Ranking(tuple(hits), len(hits))
+    certain = next((n for n, f in enumerate(hits) if f.hit.score <= bound + SCORE_NOISE), len(hits))
+    return Ranking(tuple(hits), certain)
+
+
+def _bound(c: Candidates, scale: Scale) -> float:
+    """The most a chunk of this base outside both of its lists can score: what their last places
+    score where a list was read to its depth (a list that ended sooner holds all it can find)."""
+    last_cosine = c.cosine.get(c.dense[-1].chunk_id, c.dense[-1].score) if c.dense_more else None
+    last_bm25 = c.words[-1].score if c.words_more else None
+    return scale.score(last_cosine, last_bm25, c.full)
+
+
+def _in_turn(rankings: Sequence[Ranking]) -> Ranking:
+    """Bases that cannot share a scale take turns: each base's first, then each one's second…
+    (reciprocal rank across bases); certain up to the first place whose base's own is not."""
+    places = [
+        (rank, b, f)
+        for b, ranking in enumerate(rankings)
+        for rank, f in enumerate(ranking.hits, start=1)
+    ]
+    places.sort(key=lambda item: (item[0], item[1]))
+    hits, certain = [], None
+    for n, (rank, b, f) in enumerate(places):
+        if certain is None and rank > rankings[b].certain:
+            certain = n
+        hits.append(Fused(b, Hit(f.hit.chunk_id, f.hit.score, n + 1)))
+    return Ranking(tuple(hits), len(hits) if certain is None else certain)
+
+
+def _ranked(scores: dict[tuple[int, int], float]) -> list[Fused]:
+    order = sorted(scores.items(), key=lambda item: (-item[1], item[0][0], item[0][1]))
+    return [
+        Fused(b, Hit(chunk_id=c, score=s, rank=rank))
+        for rank, ((b, c), s) in enumerate(order, start=1)
+    ]

@@ -9,7 +9,9 @@ A base held open answers from its words in memory (bm25.py: the same scores, ~20
 
 from __future__ import annotations
 
+import json
 import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -33,6 +35,11 @@ _SEARCH = (
     f"SELECT rowid, -bm25(chunks_fts, {TEXT_WEIGHT}, {CONTEXT_WEIGHT}) AS score FROM chunks_fts"
     f" WHERE chunks_fts MATCH ? ORDER BY bm25(chunks_fts, {TEXT_WEIGHT}, {CONTEXT_WEIGHT}), rowid"
     " LIMIT ?"
+)
+
+_SCORES_OF = (
+    f"SELECT rowid, -bm25(chunks_fts, {TEXT_WEIGHT}, {CONTEXT_WEIGHT}) FROM chunks_fts"
+    " WHERE chunks_fts MATCH ? AND rowid IN (SELECT value FROM json_each(?))"
 )
 
 _SEARCH_FILTERED = (
@@ -83,16 +90,38 @@ def search_words(store: Store, question: str, asked: QuestionWords | None = None
     return telling if len(asked.words) > 1 and telling else list(asked.words)
 
 
-def best_possible(store: Store, question: str) -> float:
+def best_possible(store: Store, question: str, asked: QuestionWords | None = None) -> float:
     """The BM25 score of a chunk of average length holding each of the question's words once,
     in its text: the sum of their idfs, as FTS5's bm25() computes them (log((N - n + 0.5) /
     (n + 0.5)) for a word held by n of N chunks, at least 1e-6). A word no chunk holds counts
-    in full: the words found less of the question. `relative` fusion divides by it."""
-    words = list(dict.fromkeys(tokens(question, version=store.words_version)))
-    if not words:
-        return 0.0
-    total, frequency = store.document_frequencies(words)
-    return TEXT_WEIGHT * sum(_idf(total, n) for n in frequency.values())
+    in full: the words found less of the question. `relative` fusion divides by it. `asked`:
+    the question's words as question_words read them, when the caller has them."""
+    if asked is None:
+        asked = question_words(store, question)
+    return TEXT_WEIGHT * sum(_idf(asked.chunks, n) for n in asked.held)
+
+
+def scores_of(
+    store: Store,
+    question: str,
+    chunk_ids: Sequence[int],
+    *,
+    asked: QuestionWords | None = None,
+    index: WordIndex | None = None,
+) -> dict[int, float]:
+    """The BM25 score, as `search` scores it, of each of `chunk_ids` that holds a word of the
+    question: `relative` fusion scores a chunk the list by meaning found but the list by words
+    did not reach."""
+    words = search_words(store, question, asked)
+    if not words or not chunk_ids:
+        return {}
+    if index is not None:
+        wanted = np.asarray(sorted(set(chunk_ids)), dtype=np.int64)
+        hits = index.search(store, words, len(wanted), allowed=wanted)
+        if hits is not None:
+            return {hit.chunk_id: hit.score for hit in hits}
+    rows = store.db.execute(_SCORES_OF, (fts_match(words), json.dumps(list(chunk_ids))))
+    return {row[0]: row[1] for row in rows}
 
 
 def _idf(total: int, held: int) -> float:

@@ -91,7 +91,8 @@ def parse_address(uri: str) -> Address:
 
 def read_passage(base: Base, address: Address) -> Passage:
     """The passage `address` names, from `base` (the base it names, already found)."""
-    document = read_document(base.store, address.source, address.path)
+    with base.reading() as store:
+        document = read_document(store, address.source, address.path)
     if document.kind in TEXT_KINDS:
         if address.page is not None:
             raise InvalidRequest(f"{document.kind} documents have lines, not pages: use #line=N")
@@ -121,15 +122,15 @@ def _lines(text: str, kind: str, line: int | None) -> Passage:
 
 def _parsed(base: Base, address: Address) -> Passage:
     """The document's text as the base read it: its chunks in order, of one page if asked."""
-    store = base.store
-    ids = store.filtered_chunk_ids(
-        Filters(path_prefix=address.path, sources=(address.source,))
-    ).tolist()
-    chunks = [
-        row
-        for row in store.chunk_rows(ids).values()
-        if row.document == address.path and address.page in (None, row.page)
-    ]
+    with base.reading() as store:
+        ids = store.filtered_chunk_ids(
+            Filters(path_prefix=address.path, sources=(address.source,))
+        ).tolist()
+        chunks = [
+            row
+            for row in store.chunk_rows(ids).values()
+            if row.document == address.path and address.page in (None, row.page)
+        ]
     if not chunks:
         where = f" has no page {address.page}" if address.page else " has no text in the base"
         raise DocumentNotFound(f"{address.source}/{address.path}{where}")

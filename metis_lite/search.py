@@ -29,7 +29,7 @@ from metis_lite import keyword
 from metis_lite.bm25 import WordIndex
 from metis_lite.dense import VectorIndex
 from metis_lite.errors import EmbeddingModelUnavailable, InvalidRequest, ModelError
-from metis_lite.fusion import relative, rrf
+from metis_lite.fusion import Candidates, deepened
 from metis_lite.models.base import Embedder, Reranker
 from metis_lite.plain import plain_text
 from metis_lite.records import (
@@ -136,76 +136,40 @@ def search(
     fusion = fusion or ctx.fusion
     validate(mode, top_k, filters, fusion)
     clock = _Clock()
-    warnings: list[Warning] = list(_empty_states(ctx.store))
-    if not warnings and not question.strip():
-        warnings.append(Warning("EMPTY_QUESTION", "the question is empty: nothing to search for"))
-    if warnings:
-        return Answer(mode, False, tuple(warnings), Took(total=clock.total()), ())
-    question, cut = bounded_question(question)
-    warnings += [cut] if cut is not None else []
-    n = candidates(top_k)
-    allowed = ctx.store.filtered_chunk_ids(filters) if filters.active else None
-    # Issue 15: filters that keep nothing say so (an unknown source, a prefix of no document).
-    unknown = set(filters.sources) - {name for _, name, _ in ctx.store.sources()}
-    if unknown or (allowed is not None and not allowed.size):
-        names = ", ".join(sorted(unknown))
-        what = f"no source is named {names}" if unknown else "no document matches the filters"
-        warnings.append(Warning("NO_MATCHING_DOCUMENTS", what))
-    took: dict[str, float] = {}
+    took: dict[str, float] = {"embed": 0.0, "dense": 0.0, "keyword": 0.0}
+    ready = prepare(ctx, question, mode=mode, filters=filters, took=took)
+    if ready.nothing:
+        return Answer(mode, False, ready.warnings, Took(total=clock.total()), ())
+    warnings = list(ready.warnings)
+    reranker = reranker_of(ctx, warnings) if rerank else None
+    clock.lap()
 
-    # Step 1. Embed the question.
-    query = None
-    if mode in ("hybrid", "dense"):
-        query = _embed_question(ctx, question, mode, warnings)
-    if query is not None and ctx.language_warning is not None:  # issue 12: said when it ranks
-        warnings += [w for w in (ctx.language_warning(),) if w is not None]
-    took["embed"] = clock.lap() if mode != "keyword" else 0.0  # a step that did not run: 0
-
-    # Step 2. By meaning.
-    dense_hits: list[Hit] = []
-    if query is not None:
-        dense_hits = _in_snapshot(ctx.store, ctx.vectors.search(query, n, allowed=allowed))
-    took["dense"] = clock.lap() if query is not None else 0.0
-
-    # Step 3. By words.
-    keyword_hits: list[Hit] = []
-    asked: QuestionWords | None = None
-    if mode in ("hybrid", "keyword"):
-        warnings += keyword.index_warnings(ctx.store)
-        asked = keyword.question_words(ctx.store, question)
-        keyword_hits = keyword.search(
-            ctx.store, question, n, filters=filters, asked=asked, index=ctx.words, allowed=allowed
-        )
-    took["keyword"] = clock.lap() if mode != "dense" else 0.0
-
-    # Step 4. Fuse.
-    if fusion == "rrf":
-        fused = rrf(dense_hits, keyword_hits)
-    else:
-        best = keyword.best_possible(ctx.store, question) if keyword_hits else 0.0
-        fused = relative(dense_hits, keyword_hits, keyword_best=best)
-    took["fuse"] = clock.lap()
+    # Steps 2–4. By meaning, by words, fused: each list is read deeper while the places this
+    # search returns could still change (fusion.deepened).
+    read = took["dense"] + took["keyword"]
+    found, ranking = deepened(
+        lambda depth: [lists(ctx, ready, depth, took, scored=fusion == "relative")],
+        depth=candidates(top_k),
+        need=places_needed(top_k, reranker is not None),
+        fusion=fusion,
+    )
+    fused = [f.hit for f in ranking.hits]
+    took["fuse"] = round(max(0.0, clock.lap() - (took["dense"] + took["keyword"] - read)), 3)
 
     # Step 5. Rerank.
     rerank_scores: dict[int, float] = {}
     reranked = False
     order = fused
-    reranker = _reranker(ctx, warnings) if rerank and fused else None
-    if reranker is not None:
-        candidates_ = fused[: rerank_count(top_k)]
-        rows = ctx.store.chunk_rows([hit.chunk_id for hit in candidates_])
-        pool = [hit for hit in candidates_ if hit.chunk_id in rows]  # never a chunk gone since
-        try:
-            scores = reranker.score(question, [_rerank_text(rows[h.chunk_id]) for h in pool])
-            rerank_scores = {hit.chunk_id: float(s) for hit, s in zip(pool, scores, strict=True)}
+    if reranker is not None and fused:
+        pool = fused[: rerank_count(top_k)]
+        scores = rerank_pool(ctx, reranker, ready.question, pool, warnings)
+        if scores is not None:
             # Past the reranker's 50, the rest keep their fused order (only when top_k > 50).
-            order = sorted(pool, key=lambda hit: -rerank_scores[hit.chunk_id])
-            order += fused[len(candidates_) :]
-            reranked = True
-        except ModelError as exc:
-            warnings.append(
-                Warning("RERANKER_UNAVAILABLE", f"{exc.message}: results in the fused order")
+            order = sorted(
+                (h for h in pool if h.chunk_id in scores), key=lambda h: -scores[h.chunk_id]
             )
+            order += fused[len(pool) :]
+            rerank_scores, reranked = scores, True
     took["rerank"] = clock.lap() if reranker is not None else 0.0
 
     # Step 6. Memories: what holds now first.
@@ -213,11 +177,165 @@ def search(
         order = ctx.memory_order(ctx.store, order)
 
     # Step 7. Cite the top_k.
-    if asked is None:  # a search by meaning only: the words still tell what a result holds
-        asked = keyword.question_words(ctx.store, question)
-    results = _cite(ctx, asked, order[:top_k], dense_hits, keyword_hits, fused, rerank_scores)
+    lists_read = found[0]
+    results = cite(
+        ctx, ready.asked, order[:top_k], lists_read.dense, lists_read.words, fused, rerank_scores
+    )
     took["total"] = clock.total()
     return Answer(mode, reranked, tuple(warnings), Took(**took), tuple(results))
+
+
+@dataclass(frozen=True, eq=False)
+class Prepared:
+    """A question made ready for one base: Step 1 done, and what Steps 2 and 3 read with."""
+
+    question: str
+    """The question up to its bound (QUESTION_WORDS_MAX)."""
+    mode: str
+    filters: Filters
+    asked: QuestionWords
+    warnings: tuple[Warning, ...]
+    query: np.ndarray | None = None
+    """The question's vector; None: no search by meaning (keyword mode, or no model)."""
+    allowed: np.ndarray | None = None
+    """The chunk ids the filters keep; None: no filter."""
+    unrelated: float = 0.0
+    """The question's mean cosine over the base's vectors (fusion.py)."""
+    full: float = 0.0
+    """The BM25 score of a chunk holding each of the question's words once (fusion.py)."""
+    nothing: bool = False
+    """Nothing to search: the base holds no chunk, or the question is empty."""
+
+
+def prepare(
+    ctx: SearchContext, question: str, *, mode: str, filters: Filters, took: dict[str, float]
+) -> Prepared:
+    """The question made ready for one base: the empty states, the question's bound, the
+    filters, Step 1 (timed into `took`) and the question's words."""
+    warnings: list[Warning] = list(_empty_states(ctx.store))
+    if not warnings and not question.strip():
+        warnings.append(Warning("EMPTY_QUESTION", "the question is empty: nothing to search for"))
+    if warnings:
+        return Prepared(question, mode, filters, QuestionWords(), tuple(warnings), nothing=True)
+    question, cut = bounded_question(question)
+    warnings += [cut] if cut is not None else []
+    allowed = ctx.store.filtered_chunk_ids(filters) if filters.active else None
+    # Issue 15: filters that keep nothing say so (an unknown source, a prefix of no document).
+    unknown = set(filters.sources) - {name for _, name, _ in ctx.store.sources()}
+    if unknown or (allowed is not None and not allowed.size):
+        names = ", ".join(sorted(unknown))
+        what = f"no source is named {names}" if unknown else "no document matches the filters"
+        warnings.append(Warning("NO_MATCHING_DOCUMENTS", what))
+
+    # Step 1. Embed the question.
+    clock = _Clock()
+    query = None
+    if mode in ("hybrid", "dense"):
+        query = _embed_question(ctx, question, mode, warnings)
+    if query is not None and ctx.language_warning is not None:  # issue 12: said when it ranks
+        warnings += [w for w in (ctx.language_warning(),) if w is not None]
+    took["embed"] = clock.lap() if mode != "keyword" else 0.0  # a step that did not run: 0
+
+    if mode in ("hybrid", "keyword"):
+        warnings += keyword.index_warnings(ctx.store)
+    asked = keyword.question_words(ctx.store, question)  # Step 7 reads them in every mode
+    return Prepared(
+        question,
+        mode,
+        filters,
+        asked,
+        tuple(warnings),
+        query=query,
+        allowed=allowed,
+        unrelated=ctx.vectors.mean_cosine(query) if query is not None else 0.0,
+        full=keyword.best_possible(ctx.store, question, asked) if mode != "dense" else 0.0,
+    )
+
+
+def lists(
+    ctx: SearchContext,
+    ready: Prepared,
+    depth: int,
+    took: dict[str, float],
+    *,
+    scored: bool = True,
+) -> Candidates:
+    """Steps 2 and 3 for one base, each list read `depth` deep (timed into `took`); `scored`:
+    every chunk of either list also gets the score of the other (its cosine, its BM25), as
+    `relative` fusion reads them."""
+    clock = _Clock()
+
+    # Step 2. By meaning.
+    dense: list[Hit] = []
+    if ready.query is not None:
+        dense = _in_snapshot(
+            ctx.store, ctx.vectors.search(ready.query, depth, allowed=ready.allowed)
+        )
+    took["dense"] += clock.lap() if ready.query is not None else 0.0
+
+    # Step 3. By words.
+    words: list[Hit] = []
+    if ready.mode in ("hybrid", "keyword"):
+        words = keyword.search(
+            ctx.store,
+            ready.question,
+            depth,
+            filters=ready.filters,
+            asked=ready.asked,
+            index=ctx.words,
+            allowed=ready.allowed,
+        )
+    took["keyword"] += clock.lap() if ready.mode != "dense" else 0.0
+
+    cosine: dict[int, float] = {}
+    bm25 = {hit.chunk_id: hit.score for hit in words}
+    if scored and ready.query is not None:
+        listed = list(dict.fromkeys([hit.chunk_id for hit in dense + words]))
+        cosine = ctx.vectors.cosines(ready.query, listed)
+        took["dense"] += clock.lap()
+    if scored and ready.mode == "hybrid" and words:
+        unread = [hit.chunk_id for hit in dense if hit.chunk_id not in bm25]
+        bm25.update(
+            keyword.scores_of(ctx.store, ready.question, unread, asked=ready.asked, index=ctx.words)
+        )
+        took["keyword"] += clock.lap()
+    return Candidates(
+        depth,
+        tuple(dense),
+        tuple(words),
+        cosine,
+        bm25,
+        unrelated=ready.unrelated,
+        vectors=ctx.vectors.count,
+        full=ready.full,
+        model=ctx.vectors.model if ready.query is not None else None,
+    )
+
+
+def places_needed(top_k: int, reranking: bool) -> int:
+    """The fused places a search reads: its top_k, and the reranker's candidates."""
+    return max(top_k, rerank_count(top_k)) if reranking else top_k
+
+
+def rerank_pool(
+    ctx: SearchContext,
+    reranker: Reranker,
+    question: str,
+    pool: Sequence[Hit],
+    warnings: list[Warning],
+) -> dict[int, float] | None:
+    """Step 5 for one base: the reranker's score of each chunk of `pool` the base still holds
+    (never a chunk gone since); None, with the warning, when the reranker failed."""
+    rows = ctx.store.chunk_rows([hit.chunk_id for hit in pool])
+    kept = [hit for hit in pool if hit.chunk_id in rows]
+    try:
+        scores = reranker.score(question, [_rerank_text(rows[h.chunk_id]) for h in kept])
+    except ModelError as exc:
+        warnings.append(
+            Warning("RERANKER_UNAVAILABLE", f"{exc.message}: results in the fused order")
+        )
+        return None
+    return {hit.chunk_id: float(s) for hit, s in zip(kept, scores, strict=True)}
 
 
 def bounded_question(question: str) -> tuple[str, Warning | None]:
@@ -323,7 +441,8 @@ def _in_snapshot(store: Store, hits: list[Hit]) -> list[Hit]:
     return [Hit(hit.chunk_id, hit.score, rank) for rank, hit in enumerate(kept, start=1)]
 
 
-def _reranker(ctx: SearchContext, warnings: list[Warning]) -> Reranker | None:
+def reranker_of(ctx: SearchContext, warnings: list[Warning]) -> Reranker | None:
+    """The base's reranker; None when it has none, or, with the warning, when it fails."""
     try:
         return ctx.reranker()
     except ModelError as exc:
@@ -338,7 +457,7 @@ def _rerank_text(row: ChunkRow) -> str:
     return contextualize(row.title, row.headings, row.text)
 
 
-def _cite(
+def cite(
     ctx: SearchContext,
     asked: QuestionWords,
     hits: Sequence[Hit],

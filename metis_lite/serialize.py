@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from metis_lite.base import BaseStatus
+from metis_lite.copies import BaseHealth
 from metis_lite.errors import MetisError
 from metis_lite.ingest import IndexReport
+from metis_lite.publish import Published
 from metis_lite.records import Answer, Fact, Result, SourceInfo, Took
 
 if TYPE_CHECKING:
@@ -140,6 +143,49 @@ def status_to_json(status: BaseStatus) -> dict[str, Any]:
 def unavailable_to_json(name: str, error: MetisError) -> dict[str, Any]:
     """A served base that cannot be used now (damaged, …): its name and its error."""
     return {"name": name, "code": error.code, "message": error.message}
+
+
+def health_to_json(health: BaseHealth) -> dict[str, Any]:
+    """One base in /v1/health: whether it is open (a read-only service's: and `warm`, read into
+    memory) and which file it serves (that file's inode, size and modification time as the
+    service opened it, its publication, its last indexing run), or its error; `replacement`,
+    the error of a newer file at its path not served."""
+    out: dict[str, Any] = {"name": health.name, "open": health.open}
+    if health.warm is not None:
+        out["warm"] = health.warm
+    copy = health.copy
+    if copy is not None:
+        state, published = copy.state, copy.publication
+        mtime = datetime.fromtimestamp(state.mtime_ns / 1e9, UTC)
+        out["copy"] = {
+            "path": str(copy.path),
+            "device": state.device,
+            "inode": state.inode,
+            "bytes": state.size,
+            "modified_at": mtime.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z",
+            "immutable": copy.immutable,
+            "published_id": published.id if published else None,
+            "published_at": published.at if published else None,
+            "last_run": copy.last_run,
+        }
+    for field, error in (("error", health.error), ("replacement", health.replacement)):
+        if error is not None:
+            out[field] = {"code": error.code, "message": error.message}
+    return out
+
+
+def published_to_json(done: Published) -> dict[str, Any]:
+    """What `metis-lite publish --json` prints."""
+    return {
+        "base": str(done.source),
+        "published": str(done.dest),
+        "bytes": done.bytes,
+        "chunks": done.chunks,
+        "last_run": done.last_run,
+        "published_id": done.publication.id,
+        "published_at": done.publication.at,
+        "seconds": round(done.seconds, 3),
+    }
 
 
 def source_to_json(source: SourceInfo) -> dict[str, Any]:

@@ -10,6 +10,10 @@ service's thread pool).
 A base that cannot be used (damaged, another program's file, from a newer metis-lite) does not
 stop the service: the others are served, and every request naming it is answered with its
 error (BASE_DAMAGED …), as is every request to a base found damaged while served.
+
+A read-only service (`serve --read-only`) indexes and writes nothing: each base's path is
+followed to the newest copy published there (copies.py), and each request holds the copies it
+reads until it ends (`request`), so none is closed under it.
 """
 
 from __future__ import annotations
@@ -21,15 +25,18 @@ import threading
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 import apsw
 
 from metis_lite.base import Base, BaseStatus
+from metis_lite.copies import BaseHealth, Copies, health_of
 from metis_lite.errors import (
     BaseBusy,
     BaseDamaged,
     BaseNotFound,
+    BaseReadOnly,
     InvalidRequest,
     MetisError,
     NotABase,
@@ -192,23 +199,33 @@ def parse_base_arg(arg: str) -> tuple[str, Path]:
 
 class OpenBases(dict[str, Base]):
     """The bases named on the command line that opened, by name; `refused` holds the error of
-    each that could not be used, and `order` every name as given."""
+    each that could not be used, `order` every name as given, `paths` each one's file."""
 
     def __init__(
-        self, opened: Mapping[str, Base], refused: Mapping[str, StoreError], order: Sequence[str]
+        self,
+        opened: Mapping[str, Base],
+        refused: Mapping[str, StoreError],
+        order: Sequence[str],
+        paths: Mapping[str, Path] | None = None,
     ) -> None:
         super().__init__(opened)
         self.refused = dict(refused)
         self.order = tuple(order)
+        self.paths = dict(paths or {name: base.path for name, base in opened.items()})
 
 
 def open_bases(
-    args: Sequence[str], *, log: Log | None = None, workers: int | None = None
+    args: Sequence[str],
+    *,
+    log: Log | None = None,
+    workers: int | None = None,
+    read_only: bool = False,
 ) -> OpenBases:
     """Open the bases named on the command line; each must exist (BASE_NOT_FOUND: the service
     creates none). One that cannot be used (UNUSABLE) is logged and left out while another one
     opens; when none opens, the first one's error is raised. `workers`: each base's cores
-    (Base.workers: its indexing and its embedded models; None, every core)."""
+    (Base.workers: its indexing and its embedded models; None, every core). `read_only`:
+    each is opened so that nothing is written to it (Base.read_only)."""
     named: dict[str, Path] = {}
     for arg in args:
         name, path = parse_base_arg(arg)
@@ -222,7 +239,7 @@ def open_bases(
     try:
         for name, path in named.items():
             try:
-                opened[name] = Base(path, name=name, workers=workers)
+                opened[name] = Base(path, name=name, workers=workers, read_only=read_only)
             except UNUSABLE as exc:
                 refused[name] = exc
     except BaseException:
@@ -233,7 +250,7 @@ def open_bases(
         raise next(iter(refused.values()))
     for name, error in refused.items():
         (log or log_stderr)(f"warning: base {name} is not served: {error.code}: {error.message}")
-    return OpenBases(opened, refused, tuple(named))
+    return OpenBases(opened, refused, tuple(named), named)
 
 
 class Service:
@@ -246,21 +263,33 @@ class Service:
         poll_s: float,
         search_threads: int = SEARCH_THREADS,
         log: Log = log_stderr,
+        read_only: bool = False,
     ) -> None:
         self.bases = bases
         self.refused: dict[str, StoreError] = dict(getattr(bases, "refused", {}))
         """Bases named to be served that could not be used, with their error."""
         self.names: tuple[str, ...] = getattr(bases, "order", (*bases, *self.refused))
-        self.indexers = {name: Indexer(b, poll_s=poll_s, log=log) for name, b in bases.items()}
+        self.read_only = read_only
+        """Nothing is indexed or written (`serve --read-only`): each base's path is followed
+        to the newest copy published there instead (copies.py)."""
+        self.indexers = {
+            name: Indexer(b, poll_s=poll_s, log=log) for name, b in bases.items() if not read_only
+        }
+        paths = getattr(bases, "paths", {name: b.path for name, b in bases.items()})
+        self.copies = Copies(bases, self.refused, paths, log=log) if read_only else None
         self._pool = ThreadPoolExecutor(search_threads, thread_name_prefix="search")
 
     def start(self) -> None:
         for indexer in self.indexers.values():
             indexer.start()
+        if self.copies is not None:
+            self.copies.start()
 
     def close(self) -> None:
         for indexer in self.indexers.values():
             indexer.stop()
+        if self.copies is not None:
+            self.copies.close()
         self._pool.shutdown(wait=True, cancel_futures=True)
         for base in self.bases.values():
             base.close()
@@ -280,7 +309,8 @@ class Service:
     def status(self, name: str) -> BaseStatus:
         """The base's status; `Indexing` while a pass runs here or in another process."""
         status = self.base(name).status()
-        if self.indexers[name].busy:
+        indexer = self.indexers.get(name)
+        if indexer is not None and indexer.busy:
             status = dataclasses.replace(status, state="Indexing")
         return status
 
@@ -300,7 +330,25 @@ class Service:
 
     def index_now(self, name: str) -> None:
         self.base(name)
+        if self.read_only:
+            raise BaseReadOnly(
+                f"base {name} is served read-only: index the base it was published from, and "
+                "publish it again"
+            )
         self.indexers[name].request()
+
+    # -- a reader's copies ----------------------------------------------------------------
+
+    def request(self) -> AbstractContextManager[None]:
+        """Hold what one request reads until it ends: a read-only service closes a replaced
+        copy only once no request that began before the switch is left (copies.py)."""
+        return self.copies.pinned() if self.copies is not None else nullcontext()
+
+    def health(self, names: Sequence[str]) -> list[BaseHealth]:
+        """Whether each named base is open, and which file it serves."""
+        if self.copies is not None:
+            return self.copies.health(names)
+        return health_of(self.bases, self.refused, names, {})
 
     # -- search ---------------------------------------------------------------------------
 

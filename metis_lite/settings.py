@@ -31,19 +31,29 @@ RRF_K = 60
 
 FUSIONS = ("relative", "rrf")
 """How the two lists become one (`spec.fusion`, fusion.py): `rrf` is the spec's reciprocal-rank
-fusion; `relative`, the default, combines each list's scores relative to its best. Measured on
-every development collection (docs/eval.md): `rrf` fell below search by words alone on
-Portuguese, Japanese and traditional Chinese (by 0.010 to 0.026 nDCG@10), `relative` was above
-both of its lists on all five."""
+fusion; `relative`, the default, adds each chunk's meaning and words, each on a fixed scale.
+Measured on every development collection (docs/eval.md): `rrf` fell below search by words alone
+on Portuguese, Japanese and traditional Chinese, `relative` was above both of its lists on all."""
 
 FUSION = "relative"
 
 DENSE_SHARE = 0.5
 """Under `relative` fusion, the weight of the meaning score; the words' score has the rest."""
 
-WEAK_WORDS = 0.5
-"""Under `relative` fusion, a list by words whose best chunk scores less than this share of a
-chunk holding every question word once is weak: its scores are read against that share."""
+WEAK_SHARE = 0.5
+"""Under `relative` fusion, a list whose best is less than this share of a perfect match is
+weak, and is read against that share instead of its best: by words, a perfect match holds each
+of the question's words once (`keyword.best_possible`); by meaning, it is the question itself
+(cosine 1), measured from the unrelated level (the question's mean cosine over the base)."""
+
+CANDIDATES_DEEPEST = 1600
+"""Under `relative` fusion the lists are read deeper (twice as deep each time) until the places
+a search returns cannot change; never deeper than this many chunks per list (4 × TOP_K_MAX × 4),
+so a question whose lists are flat costs at most a few scans more."""
+
+SCORE_NOISE = 1e-6
+"""Fused scores closer than this to the most a chunk outside the lists could score are not taken
+as certain: the scan's float32 cosines and fusion's float64 ones of one chunk differ by ~1e-7."""
 
 RERANK_PER_RESULT = 3
 """The reranker reads 3 × top_k fused candidates, clamped to RERANK_MIN..RERANK_MAX ("Reranking")."""

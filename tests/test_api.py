@@ -193,7 +193,16 @@ def in_process(small_base, tmp_path):
 def test_health_needs_no_token(tokens_server):
     response = http.get(f"{tokens_server.url}/v1/health")
     assert response.status_code == 200
-    assert response.json() == {"status": "ok", "version": "0.1.0"}
+    assert response.json() == {  # without a token: how many bases are open, never their names
+        "status": "ok",
+        "version": "0.1.0",
+        "read_only": False,
+        "open": 2,
+        "unavailable": 0,
+    }
+    told = http.get(f"{tokens_server.url}/v1/health", headers=auth(TOKEN_HANDBOOK)).json()
+    assert [(base["name"], base["open"]) for base in told["bases"]] == [("handbook", True)]
+    assert told["bases"][0]["copy"]["path"].endswith("handbook.db")
     assert response.headers["x-content-type-options"] == "nosniff"
     assert response.headers["content-type"] == "application/json; charset=utf-8"
 

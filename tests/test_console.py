@@ -29,6 +29,7 @@ from conftest import EXAMPLES, ROOT
 from webdriver import Browser, available
 
 from metis_lite.base import Base
+from metis_lite.publish import publish
 from metis_lite.tokenizer import tokens
 
 pytestmark = pytest.mark.skipif(
@@ -130,10 +131,12 @@ class _FakeTEIHandler(BaseHTTPRequestHandler):
 class Service:
     """`metis-lite serve BASE… --port 0` in its own process; its URL from its first line."""
 
-    def __init__(self, *bases: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, *bases: Path | str, env: dict[str, str] | None = None, flags=("--poll", "0")
+    ) -> None:
         command = [sys.executable, "-m", "metis_lite", "serve", *map(str, bases)]
         self.process = subprocess.Popen(
-            [*command, "--port", "0", "--poll", "0", "--no-access-log"],
+            [*command, "--port", "0", *flags, "--no-access-log"],
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             text=True,
@@ -535,6 +538,24 @@ def test_the_bases_page_shows_each_base(page, service):
         assert time.monotonic() < deadline, "Index now did not index the base again"
         time.sleep(0.1)
     assert page.text("#bases-meta") == "2 bases served here."
+
+
+def test_a_read_only_reader_shows_its_base_as_read_only_without_index_now(browser, bases, tmp_path):
+    copy = tmp_path / "down.db"
+    publish(bases[1], copy)
+    reader = Service(f"down={copy}", flags=("--read-only",))
+    try:
+        browser.viewport(*DESKTOP)
+        open_console(browser, reader.url, "#/bases")
+        browser.wait(".base-card")
+        card = browser.text(".base-card")
+        assert "Read-only" in card and "Waiting" in card
+        assert browser.find_all("[data-focus-key=index-down]") == []  # nothing to index here
+        title = browser.execute("return document.querySelector('.state-read-only').title")
+        assert title.startswith("a copy published ") and "never indexed or written" in title
+        assert page_problems(browser) == []
+    finally:
+        reader.stop()
 
 
 def test_the_page_asks_for_a_token_and_keeps_it_in_the_session_only(browser, bases):

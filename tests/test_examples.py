@@ -278,6 +278,7 @@ def check(command: str, out: str, err: str, ws: Path) -> None:
             "remember": "id",
             "facts": "facts",
             "copy": "bytes",
+            "publish": "published_id",
             "eval": "modes",
             "run": "modes",
             "save": "saved",
@@ -293,6 +294,7 @@ def check(command: str, out: str, err: str, ws: Path) -> None:
         "remember": r"^fact \d+ stated ",
         "facts": r"^\d+ of \d+ facts",
         "copy": r"^copied \S+ to \S+ \(",
+        "publish": r"^published \S+ at \S+ \(",
         "eval": r"nDCG@\d+",
         "run": r"nDCG@\d+",
         "save": r"^saved the evaluation set '\S+' in \S+: \d+ questions?, ",
@@ -300,7 +302,7 @@ def check(command: str, out: str, err: str, ws: Path) -> None:
         "models serve": r"\[\[-?\d",
     }.get(what, r"\S")  # a command without its own line here prints something
     assert re.search(expected, err if what == "facts" else out, re.M), (out, err)
-    if what == "copy":
+    if what in ("copy", "publish"):
         assert (ws / words[3]).is_file()
     if what == "search":
         assert re.search(r"^\d+ results?, ", err, re.M), err

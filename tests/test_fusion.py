@@ -1,4 +1,6 @@
-"""Both fusions against hand-computed sums: reciprocal rank (the spec's) and relative scores."""
+"""Both fusions against hand-computed scores, and the properties that make a ranking trustworthy:
+a wider window never reorders the first results, ties are broken one way, one chunk or equal
+cosines score by their values, and several bases sharing a model rank as one."""
 
 from __future__ import annotations
 
@@ -7,12 +9,19 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from metis_lite.fusion import relative, rrf
+from metis_lite.fusion import Candidates, deepened, fuse, relative, rrf
 from metis_lite.records import Hit
+from metis_lite.search import candidates
+
+PROPERTIES = settings(max_examples=150, deadline=None)
 
 
 def hits(*ids: int) -> list[Hit]:
     return [Hit(chunk_id=i, score=0.0, rank=r) for r, i in enumerate(ids, start=1)]
+
+
+def scored(*pairs: tuple[int, float]) -> list[Hit]:
+    return [Hit(chunk_id=c, score=s, rank=r) for r, (c, s) in enumerate(pairs, start=1)]
 
 
 def test_hand_computed_example():
@@ -22,7 +31,7 @@ def test_hand_computed_example():
     assert math.isclose(scores[10], 1 / 61)
     assert math.isclose(scores[20], 1 / 62)
     assert math.isclose(scores[40], 1 / 62)
-    assert [h.chunk_id for h in fused] == [30, 10, 20, 40]
+    assert [h.chunk_id for h in fused] == [30, 10, 20, 40]  # 20 and 40 tie: the lower id first
     assert [h.rank for h in fused] == [1, 2, 3, 4]
 
 
@@ -40,43 +49,35 @@ def test_single_list_keeps_its_order():
 
 def test_empty():
     assert rrf() == [] and rrf([], []) == []
-
-
-@settings(max_examples=100, deadline=None)
-@given(st.lists(st.integers(0, 50), unique=True), st.lists(st.integers(0, 50), unique=True))
-def test_scores_are_the_sum_over_lists(a, b):
-    fused = rrf(hits(*a), hits(*b))
-    for hit in fused:
-        expected = sum(
-            1 / (60 + r) for lst in (a, b) for r, c in enumerate(lst, 1) if c == hit.chunk_id
-        )
-        assert math.isclose(hit.score, expected)
-    assert [h.score for h in fused] == sorted((h.score for h in fused), reverse=True)
-    assert {h.chunk_id for h in fused} == set(a) | set(b)
-
-
-def scored(*pairs: tuple[int, float]) -> list[Hit]:
-    return [Hit(chunk_id=c, score=s, rank=r) for r, (c, s) in enumerate(pairs, start=1)]
+    assert relative([], [], full=1.0, unrelated=0.0) == []
 
 
 def test_relative_fusion_hand_computed():
+    # unrelated level 0.70, best cosine 0.90: meaning = (cosine - 0.70) / 0.20.
+    # full weight 8: chunk 2's 6.0 is the best share (0.75), so words = BM25 / 8 / 0.75.
+    # Chunk 4 (words only) has cosine 0.75; chunk 1 (meaning only) has BM25 2.0.
     dense = scored((1, 0.90), (2, 0.85), (3, 0.80))
     words = scored((2, 6.0), (4, 3.0))
-    fused = relative(dense, words, keyword_best=8.0, dense_share=0.5)
-    scores = {h.chunk_id: h.score for h in fused}
-    assert math.isclose(scores[1], 0.5 * 1.0)
-    assert math.isclose(scores[2], 0.5 * 0.5 + 0.5 * 6.0 / 6.0)  # the words' best is 6 > 4
-    assert math.isclose(scores[3], 0.0)
-    assert math.isclose(scores[4], 0.5 * 3.0 / 6.0)
+    fused = relative(dense, words, full=8.0, unrelated=0.70, cosine={4: 0.75}, bm25={1: 2.0})
     assert [h.chunk_id for h in fused] == [2, 1, 4, 3]
+    expected = [0.5 * 0.75 + 0.5 * 1.0, 0.5 * 1.0 + 0.5 / 3, 0.5 * 0.25 + 0.5 * 0.5, 0.5 * 0.5]
+    assert [round(h.score, 12) for h in fused] == [round(e, 12) for e in expected]
     assert [h.rank for h in fused] == [1, 2, 3, 4]
 
 
 def test_a_weak_list_by_words_is_read_against_half_the_question():
-    # Its best (3.0) is under half of what a chunk holding every question word would score
-    # (0.5 × 10): the list is read against 5, not 3.
-    fused = relative([], scored((4, 3.0), (5, 1.0)), keyword_best=10.0)
-    assert [(h.chunk_id, h.score) for h in fused] == [(4, 0.5 * 3.0 / 5.0), (5, 0.5 * 1.0 / 5.0)]
+    # Its best holds 0.3 of the question's weight (3.0 of 10), under half: read against 0.5.
+    fused = relative([], scored((4, 3.0), (5, 1.0)), full=10.0, unrelated=0.0)
+    assert [(h.chunk_id, round(h.score, 12)) for h in fused] == [(4, 0.3), (5, 0.1)]
+
+
+def test_a_weak_list_by_meaning_is_read_against_half_the_way_to_the_question():
+    # Best 0.80, unrelated 0.78: 0.02 above the crowd, under half of the 0.22 to cosine 1.
+    fused = relative(scored((1, 0.80), (2, 0.79)), [], full=0.0, unrelated=0.78)
+    assert [(h.chunk_id, round(h.score, 12)) for h in fused] == [
+        (1, round(1 / 11, 12)),
+        (2, round(1 / 22, 12)),
+    ]
 
 
 def test_relative_fusion_weak_words_do_not_outweigh_the_best_meaning():
@@ -87,45 +88,177 @@ def test_relative_fusion_weak_words_do_not_outweigh_the_best_meaning():
     top = [(10, 0.894), (11, 0.87), (12, 0.86), (13, 0.855), (14, 0.85), (20, 0.848)]
     dense = scored(*top, *((c, 0.77) for c in range(30, 74)))
     words = scored((20, 3.6), (31, 3.4), (32, 3.3), (33, 3.0), (34, 2.4), (35, 2.3), (10, 2.0))
-    best = 14.5
-    assert relative(dense, words, keyword_best=best)[0].chunk_id == 10
+    assert relative(dense, words, full=14.5, unrelated=0.78)[0].chunk_id == 10
     assert rrf(dense, words)[0].chunk_id == 20
 
 
-def test_relative_fusion_of_one_list_keeps_its_order_and_its_share():
-    alone = relative(scored((5, 0.9), (6, 0.8)), [], keyword_best=0.0)
-    assert [(h.chunk_id, h.score) for h in alone] == [(5, 0.5), (6, 0.0)]
-    words = scored((7, 5.0), (8, 4.0), (9, 1.0))
-    fused = relative([], words, keyword_best=2.0)
-    assert [(h.chunk_id, h.score) for h in fused] == [(7, 0.5), (8, 0.4), (9, 0.1)]
-    assert [h.chunk_id for h in relative([], words, keyword_best=0.0)] == [7, 8, 9]
-    assert relative([], [], keyword_best=1.0) == []
+def test_one_candidate_and_equal_cosines_score_by_their_value_not_their_place():
+    # Alone in its list, a chunk gets the share its cosine earns, not the whole share.
+    low = relative(scored((1, 0.05)), [], full=0.0, unrelated=0.78)
+    high = relative(scored((1, 0.95)), [], full=0.0, unrelated=0.78)
+    assert low[0].score == 0.0 and high[0].score == 0.5
+    equal = relative(scored((1, 0.8), (2, 0.8), (3, 0.8)), [], full=0.0, unrelated=0.78)
+    assert [h.chunk_id for h in equal] == [1, 2, 3]  # a tie: by chunk id
+    assert {round(h.score, 12) for h in equal} == {round(1 / 11, 12)}
 
 
-def test_equal_cosines_are_each_the_best():
-    fused = relative(scored((1, 0.5), (2, 0.5)), scored((2, 30.0)), keyword_best=10.0)
-    scores = {h.chunk_id: h.score for h in fused}
-    assert math.isclose(scores[2], 0.5 + 0.5)
-    assert math.isclose(scores[1], 0.5)
+def test_near_equal_cosines_get_near_equal_scores():
+    # Min-max over a window gave cosines 1e-7 apart the whole share and none.
+    fused = relative(scored((1, 0.8000001), (2, 0.8)), [], full=0.0, unrelated=0.78)
+    assert abs(fused[0].score - fused[1].score) < 1e-5
 
 
-@settings(max_examples=100, deadline=None)
-@given(
-    st.lists(st.tuples(st.integers(0, 40), st.floats(-1, 1)), unique_by=lambda p: p[0]),
-    st.lists(st.tuples(st.integers(0, 40), st.floats(0, 50)), unique_by=lambda p: p[0]),
-    st.floats(0.1, 100),
-)
-def test_relative_fusion_scores_are_the_weighted_sum_and_ordered(d, w, best):
-    dense = scored(*sorted(d, key=lambda p: -p[1]))
-    words = scored(*sorted(w, key=lambda p: -p[1]))
-    fused = relative(dense, words, keyword_best=best)
-    assert {h.chunk_id for h in fused} == {c for c, _ in d} | {c for c, _ in w}
-    hi, lo = (dense[0].score, dense[-1].score) if dense else (0.0, 0.0)
-    scale = max(words[0].score, 0.5 * best) if words else 1.0
-    for h in fused:
-        cos = dict(d).get(h.chunk_id)
-        place = 0.0 if cos is None else (cos - lo) / (hi - lo) if hi > lo else 1.0
-        expected = 0.5 * place + 0.5 * dict(w).get(h.chunk_id, 0.0) / scale
-        assert math.isclose(h.score, expected, abs_tol=1e-9)
-        assert -1e-9 <= h.score <= 1 + 1e-9
-    assert [h.score for h in fused] == sorted((h.score for h in fused), reverse=True)
+def test_a_base_without_its_model_keeps_the_words_share_beside_one_with_it():
+    with_model = Candidates(
+        depth=50,
+        dense=tuple(scored((1, 0.9))),
+        cosine={1: 0.9},
+        unrelated=0.7,
+        vectors=10,
+        model="m",
+    )
+    words_only = Candidates(depth=50, words=tuple(scored((1, 4.0))), bm25={1: 4.0}, full=4.0)
+    ranking = fuse([with_model, words_only])
+    assert [(f.base, f.hit.chunk_id, round(f.hit.score, 12)) for f in ranking.hits] == [
+        (0, 1, 0.5),
+        (1, 1, 0.5),  # the same score: the base given first comes first
+    ]
+
+
+def test_bases_whose_models_differ_take_turns():
+    one = Candidates(
+        depth=50, dense=tuple(scored((1, 0.9), (2, 0.8))), cosine={1: 0.9, 2: 0.8}, model="a"
+    )
+    other = Candidates(depth=50, dense=tuple(scored((7, 0.3))), cosine={7: 0.3}, model="b")
+    ranking = fuse([one, other])
+    assert [(f.base, f.hit.chunk_id) for f in ranking.hits] == [(0, 1), (1, 7), (0, 2)]
+
+
+# -- properties over a whole base: the lists a search reads are its top `depth` -------------
+
+
+@st.composite
+def a_base(draw):
+    """A base's question: every chunk's cosine, the BM25 of those that hold a question word,
+    and what a chunk holding each of them once would score. Cosines are drawn from a few
+    values, some a hair apart, so ties and near-ties are common."""
+    n = draw(st.integers(1, 220))
+    levels = st.sampled_from([0.7, 0.75, 0.8, 0.8 + 1e-7, 0.8 - 1e-7, 0.85, 0.9])
+    cosines = draw(st.lists(levels | st.floats(0.6, 0.95), min_size=n, max_size=n))
+    matched = draw(st.lists(st.booleans(), min_size=n, max_size=n))
+    bm25 = draw(
+        st.lists(
+            st.sampled_from([1.0, 2.0, 2.0 + 1e-9]) | st.floats(0.1, 9), min_size=n, max_size=n
+        )
+    )
+    full = draw(st.floats(1.0, 12.0))
+    return (
+        {c: cosines[c] for c in range(n)},
+        {c: bm25[c] for c in range(n) if matched[c]},
+        full,
+    )
+
+
+def reader(cosines, bm25, full, *, unrelated=None, model="m"):
+    """What search.lists does for a base, at any depth: each list's top `depth` (by score,
+    ties by chunk id), both scores of every chunk listed."""
+    unrelated = sum(cosines.values()) / len(cosines) if unrelated is None else unrelated
+
+    def read(depth: int) -> list[Candidates]:
+        dense = sorted(cosines, key=lambda c: (-cosines[c], c))[:depth]
+        words = sorted(bm25, key=lambda c: (-bm25[c], c))[:depth]
+        listed = set(dense) | set(words)
+        return [
+            Candidates(
+                depth=depth,
+                dense=tuple(scored(*((c, cosines[c]) for c in dense))),
+                words=tuple(scored(*((c, bm25[c]) for c in words))),
+                cosine={c: cosines[c] for c in listed},
+                bm25={c: bm25[c] for c in listed if c in bm25},
+                unrelated=unrelated,
+                vectors=len(cosines),
+                full=full,
+                model=model,
+            )
+        ]
+
+    return read
+
+
+def first(read, top_k: int, fusion: str = "relative") -> list[int]:
+    _, ranking = deepened(read, depth=candidates(top_k), need=top_k, fusion=fusion)
+    return [f.hit.chunk_id for f in ranking.hits[:top_k]]
+
+
+@PROPERTIES
+@given(a_base())
+def test_a_wider_window_never_reorders_the_first_results(base):
+    read = reader(*base)
+    five, twenty_five = first(read, 5), first(read, 25)
+    assert twenty_five[:5] == five
+    # And both are the whole base's order: the lists read to their end.
+    everything = fuse(read(len(base[0])))
+    assert five == [f.hit.chunk_id for f in everything.hits[:5]]
+
+
+@PROPERTIES
+@given(a_base(), st.randoms())
+def test_ties_and_near_ties_are_broken_the_same_way_whatever_the_order_of_the_lists(base, rnd):
+    # The fused order depends on the chunks' scores alone: not on the order their lists, or
+    # the chunks of equal score in them, came in.
+    cosines, bm25, full = base
+    read = reader(cosines, bm25, full)
+    [found] = read(len(cosines) + 1)
+    shuffled_dense, shuffled_words = list(found.dense), list(found.words)
+    rnd.shuffle(shuffled_dense)
+    rnd.shuffle(shuffled_words)
+    again = Candidates(
+        depth=found.depth,
+        dense=tuple(shuffled_dense),
+        words=tuple(shuffled_words),
+        cosine=dict(reversed(list(found.cosine.items()))),
+        bm25=found.bm25,
+        unrelated=found.unrelated,
+        vectors=found.vectors,
+        full=full,
+        model="m",
+    )
+    assert [f.hit for f in fuse([again]).hits] == [f.hit for f in fuse([found]).hits]
+    assert fuse([found]).hits == fuse([found]).hits
+
+
+@PROPERTIES
+@given(a_base(), st.lists(st.integers(0, 2), min_size=220, max_size=220))
+def test_a_base_split_in_three_ranks_as_the_base_does(base, parts):
+    # Three bases of one model, each with the same word statistics as the whole (so each
+    # chunk's share of the question is the same): their union ranks as the one base does,
+    # a tie between chunks of two bases broken by the order of the bases.
+    cosines, bm25, full = base
+    split = []
+    for part in range(3):
+        mine = {c: v for c, v in cosines.items() if parts[c] == part}
+        if mine:  # each base's own unrelated level: their mean, weighted, is the whole's
+            split.append(reader(mine, {c: v for c, v in bm25.items() if parts[c] == part}, full))
+
+    def read_all(depth: int) -> list[Candidates]:
+        return [r(depth)[0] for r in split]
+
+    _, ranking = deepened(read_all, depth=candidates(10), need=10)
+    whole = fuse(reader(cosines, bm25, full)(len(cosines) + 1)).hits
+    score_in_whole = {f.hit.chunk_id: f.hit.score for f in whole}
+    top = [(f.hit.chunk_id, f.hit.score) for f in ranking.hits[:10]]
+    # Each chunk scores what it scores in the whole base, and the first ten are the whole's
+    # first ten (chunks of equal scores may come in another order: by base, then chunk id).
+    assert all(math.isclose(score, score_in_whole[c], abs_tol=1e-12) for c, score in top)
+    expected = [f.hit.score for f in whole[:10]]
+    assert all(math.isclose(a, b, abs_tol=1e-12) for (_, a), b in zip(top, expected, strict=True))
+
+
+@PROPERTIES
+@given(a_base())
+def test_fused_scores_are_between_0_and_1_best_first(base):
+    ranking = fuse(reader(*base)(len(base[0]) + 1))  # each list read past its end
+    scores = [f.hit.score for f in ranking.hits]
+    assert all(0.0 <= s <= 1.0 + 1e-12 for s in scores)
+    assert scores == sorted(scores, reverse=True)
+    assert ranking.certain == len(ranking.hits)  # read to the end: every place is the base's

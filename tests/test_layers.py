@@ -47,13 +47,13 @@ LAYERS = (
         ),
     ),
     Layer("models", ("models",)),
-    Layer("store", ("connection", "store", "spec", "backup", "documents")),
+    Layer("store", ("connection", "store", "spec", "backup", "publish", "documents")),
     Layer("ranking", ("keyword", "bm25", "dense", "fusion"), independent=True),
     Layer(
         "flows",
         ("ingest", "pipeline", "search", "memory", "base", "multi", "passages", "evaluation"),
     ),
-    Layer("served", ("service", "serialize", "access", "agents", "jsonrpc")),
+    Layer("served", ("service", "copies", "serialize", "access", "agents", "jsonrpc")),
     Layer("edges", ("http", "mcp_server"), independent=True),
     Layer("entry points", ("cli", "__main__", "http.run", "http.__main__")),
 )

@@ -4,13 +4,26 @@ bound on a question's distinct words (multi.py)."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import shutil
+import threading
+from contextlib import ExitStack
+from pathlib import Path
 
+import httpx
 import pytest
-from conftest import EXAMPLES, words_only_base
+from conftest import EXAMPLES, FIXTURES, ROOT, words_only_base
 
 import metis_lite
 from metis_lite import MultiAnswer, search_bases
+from metis_lite.agents import TOOLS, Agent
+from metis_lite.backup import copy_base
+from metis_lite.base import Base
 from metis_lite.errors import EmbeddingModelUnavailable, InvalidRequest
+from metis_lite.evaluation import metrics
+from metis_lite.evaluation.runner import _items_by_chunk, resolve
+from metis_lite.evaluation.sets import read_jsonl
+from metis_lite.http.run import make_server
 from metis_lite.search import bounded_question
 from metis_lite.serialize import multi_answer_to_json
 from metis_lite.settings import QUESTION_WORDS_MAX
@@ -71,3 +84,207 @@ def test_a_long_question_is_searched_up_to_its_words_bound_with_a_warning(two_ba
     assert one.search("travel", mode="keyword").warnings == ()
     several = search_bases(list(two_bases), long_question, mode="keyword")
     assert [w.code for w in several.warnings] == ["QUESTION_CUT", "QUESTION_CUT"]
+
+
+# -- ranked as one base ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def ranked(tmp_path_factory, example_base_file):
+    """The handbook, a multilingual base holding Article 1 of the Universal Declaration of
+    Human Rights verbatim among unrelated Spanish and German documents, and a patient guide to
+    breast cancer (tests/fixtures/ranking): each with the embedded model."""
+    folder = tmp_path_factory.mktemp("ranked")
+    paths = {"handbook": folder / "handbook.db"}
+    shutil.copy(example_base_file, paths["handbook"])
+    for name in ("real", "medical"):
+        paths[name] = folder / f"{name}.db"
+        with Base(paths[name], create=True) as base:
+            base.add_source(FIXTURES / "ranking" / name)
+            assert base.index().without_vector == 0
+    return paths
+
+
+def test_a_sentence_held_verbatim_comes_first_above_another_bases_unrelated_passages(ranked):
+    # Each base's best by meaning got the whole meaning share whatever its cosine: the
+    # handbook's passages, sharing no word with the question, came third to fifth.
+    with Base(ranked["real"]) as real, Base(ranked["handbook"]) as handbook:
+        answer = search_bases(
+            {"real": real, "handbook": handbook}, "Todos los seres humanos nacen libres"
+        )
+    first = answer.results[0]
+    assert (first.base, first.citation.document) == (
+        "real",
+        "derechos/articulo-1-en-siete-lenguas.html",
+    )
+    assert "Todos los seres humanos nacen libres" in first.text
+    assert [r.base for r in answer.results[:3]] == ["real"] * 3
+
+
+def test_the_vacation_passage_comes_first_above_a_medical_guides_questions(ranked):
+    # In a base of nine chunks, "how", "do" and "get" are rare, and "How do I get my test
+    # results?" was the medical base's best by both lists: fused alone, it came first.
+    question = "how many holidays do I get"
+    with Base(ranked["handbook"]) as handbook, Base(ranked["medical"]) as medical:
+        bases = {"handbook": handbook, "medical": medical}
+        for fusion in ("relative", None):
+            first = search_bases(bases, question, fusion=fusion).results[0]
+            assert first.base == "handbook" and first.citation.headings[-1] == "Vacation"
+        agent = Agent(bases)
+        try:
+            data = agent.call("search", {"question": question}, None).data
+        finally:
+            agent.close()
+    assert data["results"][0]["citation"]["headings"][-1] == "Vacation"
+
+
+def split_in_three(whole: Path, folder: Path) -> list[Path]:
+    """Three copies of a base, each keeping a third of its documents (by a hash of the path):
+    the same chunks, ids and vectors, and each base its own word statistics."""
+    parts = []
+    for n in range(3):
+        part = folder / f"part{n}.db"
+        copy_base(whole, part)
+        with Base(part) as base:
+            store = base.store
+            for doc_id, path in store.db.execute("SELECT id, path FROM documents").fetchall():
+                if int(hashlib.sha256(path.encode()).hexdigest(), 16) % 3 != n:
+                    store.remove_document(doc_id)
+        parts.append(part)
+    return parts
+
+
+def mean_ndcg(search, evalset, holders) -> float:
+    scores = []
+    for question in evalset.questions:
+        items = _items_by_chunk(question.expected, holders)
+        ranked = [
+            ((r.citation.source, r.citation.document), items.get(r.chunk_id, frozenset()))
+            for r in search(question.text)
+        ]
+        judged = metrics.judge(ranked, [e.grade for e in question.expected])
+        scores.append(metrics.ndcg(judged, 10))
+    return sum(scores) / len(scores)
+
+
+def test_the_handbook_split_over_three_bases_ranks_as_the_one_base(example_base_file, tmp_path):
+    evalset = read_jsonl(ROOT / "examples" / "handbook-questions.jsonl")
+    questions = [q.text for q in evalset.questions] + [
+        "paid vacation days",
+        "who approves a purchase order",
+        "nvidia-smi shows Xid 79",
+        "configuração do proxy",
+        "what to do after a security incident",
+    ]
+    with ExitStack() as stack:
+        whole = stack.enter_context(Base(example_base_file))
+        parts = [stack.enter_context(Base(p)) for p in split_in_three(example_base_file, tmp_path)]
+        assert all(p.status().chunks for p in parts)
+        holders, _ = resolve(whole, {e for q in evalset.questions for e in q.expected})
+        one = mean_ndcg(lambda q: whole.search(q).results, evalset, holders)
+        three = mean_ndcg(lambda q: search_bases(parts, q).results, evalset, holders)
+        assert abs(one - three) <= 0.01, (one, three)
+        for question in questions:
+            alone = whole.search(question, top_k=3).results
+            split = search_bases(parts, question, top_k=3).results
+            assert split[0].chunk_id == alone[0].chunk_id, question
+
+
+# -- memory bases among others ----------------------------------------------------------------
+
+
+@pytest.fixture
+def team_and_docs(tmp_path):
+    docs = words_only_base(tmp_path / "docs.db", EXAMPLES)
+    docs.index()
+    team = words_only_base(tmp_path / "team.db")
+    team.configure(kind="memory")
+    for fact in (
+        "Bruno runs payroll.",
+        "The office moves to Lisbon in May.",
+        "Carla is on parental leave until March.",
+        "Deploys freeze every Friday afternoon.",
+        "The on-call rota changes weekly.",
+    ):
+        team.remember(fact, stated_at="2026-01-01")
+    # The replaced fact says more of the question's words: by score alone it comes first.
+    team.remember(
+        "Ana works on the billing team; Ana's team is billing.",
+        key="ana/team",
+        stated_at="2026-01-05",
+    )
+    team.remember("Ana works on search now.", key="ana/team", stated_at="2026-06-01")
+    yield {"docs": docs, "team": team}
+    docs.close()
+    team.close()
+
+
+QUESTION = "which team does Ana work on"
+
+
+def holding(results) -> list[bool]:
+    return [r["fact"]["holds"] for r in results if r.get("fact")]
+
+
+def test_each_memory_base_keeps_what_holds_first_among_other_bases(team_and_docs, tmp_path):
+    alone = team_and_docs["team"].search(QUESTION, mode="keyword").results
+    assert [r.fact.holds for r in alone] == [True, False]
+    assert alone[1].scores.keyword > alone[0].scores.keyword  # holding first, not by score
+    # top_k 60: every chunk of both bases, so that both facts are shown wherever they rank.
+    several = search_bases(team_and_docs, QUESTION, mode="keyword", top_k=60)
+    assert [r.fact.holds for r in several.results if r.fact] == [True, False]
+    # The same through MCP's search tool and POST /v1/search.
+    agent = Agent(team_and_docs)
+    try:
+        data = agent.call(
+            "search", {"question": QUESTION, "mode": "keyword", "top_k": 60}, None
+        ).data
+    finally:
+        agent.close()
+    assert holding(data["results"]) == [True, False]
+    server = make_server(
+        [str(tmp_path / "docs.db"), str(tmp_path / "team.db")],
+        port=0,
+        environ={},
+        poll_s=0,
+        access_log=False,
+        log=lambda line: None,
+    )
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1/search"
+        body = {"question": QUESTION, "bases": ["docs", "team"], "mode": "keyword", "top_k": 60}
+        for fusion in ("relative", "rrf"):
+            response = httpx.post(url, json={**body, "fusion": fusion})
+            assert response.status_code == 200, response.text
+            assert holding(response.json()["results"]) == [True, False]
+        refused = httpx.post(url, json={**body, "fusion": "max"})
+        assert refused.status_code == 400
+        assert refused.json()["error"]["code"] == "INVALID_REQUEST"
+        # One base, fusion per search: by words alone, rrf's first scores 1 / (60 + 1) and
+        # relative's, holding every word of the question, the whole words share.
+        one = url.replace("/v1/search", "/v1/bases/docs/search")
+        firsts = {
+            fusion: httpx.post(one, json={"question": "travel expenses", "fusion": fusion}).json()[
+                "results"
+            ][0]["scores"]["fused"]
+            for fusion in ("rrf", "relative")
+        }
+        assert firsts == {"rrf": pytest.approx(1 / 61, abs=1e-6), "relative": pytest.approx(0.5)}
+    finally:
+        server.shutdown()
+        thread.join()
+        server.close()
+
+
+def test_the_search_tool_takes_a_fusion(team_and_docs):
+    agent = Agent(team_and_docs)
+    try:
+        data = agent.call("search", {"question": "travel expenses", "fusion": "rrf"}, None).data
+        assert data["results"][0]["scores"]["fused"] == pytest.approx(1 / 61, abs=1e-6)
+        with pytest.raises(InvalidRequest, match="fusion"):
+            agent.call("search", {"question": "travel", "fusion": "max"}, None)
+        assert TOOLS["search"]["inputSchema"]["properties"]["fusion"]["enum"] == ["relative", "rrf"]
+    finally:
+        agent.close()

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import shutil
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from metis_lite.base import Base
+from metis_lite.multi import search_bases
 from metis_lite.records import Filters
 
 
@@ -133,3 +136,26 @@ def test_a_failing_reranker_leaves_the_fused_order_with_the_warning(
     assert all(r.scores.rerank is None for r in answer.results)
     if behaviour == "stall":
         assert answer.took.rerank >= 900  # the time spent waiting is shown
+
+
+def test_several_bases_rerank_together_only_with_one_reranker(
+    example_base, example_base_file, reranker, tmp_path
+):
+    server = reranker()
+    spec = {"provider": "tei", "url": server.url}
+    example_base.configure(reranker=spec)
+    shutil.copy(example_base_file, tmp_path / "other.db")
+    with Base(tmp_path / "other.db") as other:
+        other.configure(reranker=spec)
+        bases = {"a": example_base, "b": other}
+        answer = search_bases(bases, "vacation days off", top_k=10)
+        assert answer.reranked and not answer.warnings
+        scores = [r.scores.rerank for r in answer.results]
+        assert None not in scores and scores == sorted(scores, reverse=True)
+        assert [r.score for r in answer.results] == scores
+        assert {r.base for r in answer.results} == {"a", "b"}  # one pool for both bases
+        other.configure(reranker=None)
+        mixed = search_bases(bases, "vacation days off", top_k=10)
+    assert not mixed.reranked
+    assert [(w.base, w.code) for w in mixed.warnings] == [("a", "RERANKER_NOT_SHARED")]
+    assert [r.score for r in mixed.results] == [r.scores.fused for r in mixed.results]

@@ -1,11 +1,12 @@
-"""`metis-lite copy` and `metis-lite shell`: the base file itself, copied whole or read in SQL."""
+"""`metis-lite copy`, `metis-lite publish` and `metis-lite shell`: the base file itself,
+copied whole, published for read-only readers, or read in SQL."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
-from metis_lite.cli.common import add_command, warn
+from metis_lite.cli.common import add_command, print_json, say, warn
 
 
 def add_parser(commands: Any) -> None:
@@ -21,6 +22,21 @@ def add_parser(commands: Any) -> None:
     )
     backup.add_arguments(copy)
 
+    publish = add_command(
+        commands,
+        "publish",
+        run_publish,
+        "put a consistent copy of a base in place for read-only readers, in one rename",
+        "metis-lite publish handbook.db handbook-published.db",
+        "metis-lite publish handbook.db handbook-published.db --json   # again: replaces it",
+    )
+    publish.add_argument("base", help="the base to publish (may be searched and indexed meanwhile)")
+    publish.add_argument(
+        "dest",
+        help="where readers find it: a new file, or a copy published there before (replaced)",
+    )
+    publish.add_argument("--json", action="store_true", help="print what was published as JSON")
+
     shell = add_command(
         commands,
         "shell",
@@ -30,6 +46,21 @@ def add_parser(commands: Any) -> None:
         "echo 'SELECT kind, count(*) FROM documents GROUP BY kind;' | metis-lite shell handbook.db",
     )
     shell.add_argument("base", help="the base file")
+
+
+def run_publish(args: argparse.Namespace) -> int:
+    from metis_lite.publish import publish
+    from metis_lite.serialize import published_to_json
+
+    done = publish(args.base, args.dest)
+    if args.json:
+        print_json(published_to_json(done))
+    else:
+        say(
+            f"published {done.source} at {done.dest} ({done.bytes:,} bytes, {done.chunks:,} "
+            f"chunks, {done.seconds:.2f} s): readers switch to it on their own"
+        )
+    return 0
 
 
 def run_shell(args: argparse.Namespace) -> int:

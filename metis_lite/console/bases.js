@@ -121,7 +121,9 @@ function baseCard(base) {
       { className: "base-head" },
       el("h2", { attrs: { id: `base-${base.name}` } }, base.name),
       el("span", { className: `state state-${state.toLowerCase()}` }, state),
-      indexButton(base, state)
+      base.read_only
+        ? el("span", { className: "state state-read-only", attrs: { title: readOnlyTitle(base) } }, "Read-only")
+        : indexButton(base, state)
     ),
     el("p", { className: "muted path" }, `${base.kind} · ${base.path}`),
     baseWarnings(base.warnings || []),
@@ -162,6 +164,12 @@ function baseWarnings(warnings) {
       el("li", { className: "warning", attrs: { "data-code": w.code } }, el("strong", {}, "Warning"), " ", w.message)
     )
   );
+}
+
+/** Why a read-only base has no "Index now": nothing is written to it, not even search counts. */
+function readOnlyTitle(base) {
+  const copy = base.published ? `a copy published ${moment(base.published.at)}` : "a base";
+  return `${copy}, served read-only: it is searched, never indexed or written here`;
 }
 
 /** "Index now": the base reads its sources again (only what changed); 409 while it indexes. */

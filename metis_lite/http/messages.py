@@ -23,6 +23,7 @@ from metis_lite.service import SearchRequest
 from metis_lite.settings import TOP_K, TOP_K_MAX
 
 Mode = Literal["hybrid", "dense", "keyword"]
+Fusion = Literal["relative", "rrf"]
 Kind = Literal["md", "txt", "html", "pdf", "docx", "note"]
 TopK = Annotated[int, msgspec.Meta(ge=1, le=TOP_K_MAX)]
 FactId = Annotated[int, msgspec.Meta(ge=1, le=2**63 - 1)]
@@ -49,10 +50,16 @@ class SearchBody(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     top_k: TopK = TOP_K
     rerank: bool = True
     filters: FiltersBody = FiltersBody()
+    fusion: Fusion | msgspec.UnsetType = msgspec.UNSET
 
     def request(self) -> SearchRequest:
         return SearchRequest(
-            self.question, self.mode, self.top_k, self.rerank, self.filters.filters()
+            self.question,
+            self.mode,
+            self.top_k,
+            self.rerank,
+            self.filters.filters(),
+            fusion=None if self.fusion is msgspec.UNSET else self.fusion,
         )
 
 
@@ -63,6 +70,7 @@ class SearchBasesBody(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     top_k: TopK = TOP_K
     rerank: bool = True
     filters: FiltersBody = FiltersBody()
+    fusion: Fusion | msgspec.UnsetType = msgspec.UNSET
 
     def __post_init__(self) -> None:
         if len(set(self.bases)) != len(self.bases):
@@ -70,7 +78,13 @@ class SearchBasesBody(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
 
     def request(self) -> SearchRequest:
         return SearchRequest(
-            self.question, self.mode, self.top_k, self.rerank, self.filters.filters(), self.bases
+            self.question,
+            self.mode,
+            self.top_k,
+            self.rerank,
+            self.filters.filters(),
+            self.bases,
+            fusion=None if self.fusion is msgspec.UNSET else self.fusion,
         )
 
 

@@ -60,11 +60,13 @@ def make_server(
     request_timeout_s: float = REQUEST_TIMEOUT_S,
     access_log: bool = True,
     console_dir: Path | None = None,
+    read_only: bool = False,
     log: Log | None = None,
     index_workers: int | None = None,
 ) -> Server:
     """Check the access rules, bind (port 0: any free port), open the bases and start their
-    indexers; the caller runs `serve_forever()` and finally `close()`."""
+    indexers (`read_only`: none; each base's path is followed to its newest published copy
+    instead); the caller runs `serve_forever()` and finally `close()`."""
     from metis_lite.access import check_binding, load_tokens
 
     tokens = load_tokens(tokens_file, os.environ if environ is None else environ)
@@ -82,10 +84,10 @@ def make_server(
 
     log = log or log_stderr
     limits = Limits(workers=workers, queue_size=queue_size, request_timeout_s=request_timeout_s)
-    bases = open_bases(paths, workers=index_workers)
+    bases = open_bases(paths, workers=index_workers, read_only=read_only)
     try:
         _check_model_urls(bases)
-        service = Service(bases, poll_s=poll_s, log=log)
+        service = Service(bases, poll_s=poll_s, log=log, read_only=read_only)
     except BaseException:
         for base in bases.values():
             base.close()
@@ -153,10 +155,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--poll",
         type=float,
-        default=POLL_S,
         metavar="SECONDS",
         help=f"index each base's sources again this often, 0 to {POLL_MAX_S:g} "
         f"(default {POLL_S:g}; 0: only when asked)",
+    )
+    parser.add_argument(
+        "--read-only",
+        action="store_true",
+        help="write nothing to the bases: no indexing, no facts, no search counts; each path "
+        "is followed to the newest copy `metis-lite publish` put there (default: off)",
     )
     parser.add_argument(
         "--workers",
@@ -200,12 +207,15 @@ def run_from_args(args: argparse.Namespace) -> int:
     """Run `serve` from parsed flags; 0 when stopped, 2 for a bad request, 1 for other errors."""
 
     def start() -> Server:
+        if args.read_only and args.poll is not None:
+            raise InvalidRequest("--poll sets how often to index: a --read-only service never does")
         return make_server(
             args.bases,
             host=args.host,
             port=args.port,
             tokens_file=args.tokens,
-            poll_s=args.poll,
+            poll_s=POLL_S if args.poll is None else args.poll,
+            read_only=args.read_only,
             workers=args.workers,
             queue_size=args.queue,
             request_timeout_s=args.request_timeout,
@@ -216,7 +226,8 @@ def run_from_args(args: argparse.Namespace) -> int:
     def lines(server: Server) -> list[str]:
         app = server.app
         bases = app.service.bases  # type: ignore[attr-defined]
-        return [f"serving {server.url}"] + [f"  {n}: {b.path}" for n, b in bases.items()]
+        said = " (read-only)" if args.read_only else ""
+        return [f"serving {server.url}"] + [f"  {n}: {b.path}{said}" for n, b in bases.items()]
 
     return _run(start, lines, args.host, args.port)
 

@@ -1,6 +1,6 @@
 """The index service's routes (`metis-lite serve`): the JSON API over a Service, and the console.
 
-    GET    /v1/health                                  {"status": "ok", "version"}   no token
+    GET    /v1/health                                  {"status", "version", "open", …}  no token
     GET    /v1/bases                                   {"bases": [status, …]}   those a token sees
     POST   /v1/bases/{name}/search                     the CLI's --json answer
     POST   /v1/search                                  several bases, merged (multi.py)
@@ -58,6 +58,7 @@ from metis_lite.serialize import (
     answer_to_json,
     fact_to_json,
     facts_page_to_json,
+    health_to_json,
     multi_answer_to_json,
     source_to_json,
     status_to_json,
@@ -147,7 +148,8 @@ class ServiceApp:
 
     def handle(self, request: Request) -> Response:
         try:
-            return self._route(request)
+            with self.service.request():  # a read-only service's copies stay open meanwhile
+                return self._route(request)
         except MetisError as exc:
             headers = getattr(exc, "headers", ())
             if isinstance(exc, AccessError) and not isinstance(exc, Forbidden):
@@ -203,7 +205,24 @@ class ServiceApp:
     # -- endpoints ------------------------------------------------------------------------
 
     def health(self, request: Request, grant: Grant) -> Response:
-        return json_response(200, {"status": "ok", "version": __version__})
+        """Whether every base is open: `ok`, else `degraded` (a read-only service answers it
+        503, so that a load balancer sends its requests to another reader; a writable one 200,
+        the others being served). Which file each base serves is said to a request with a
+        token (or to any, where no tokens are configured), of the bases the token may see."""
+        health = self.service.health(self.service.names)
+        opened = sum(1 for base in health if base.open)
+        ok = opened == len(health)
+        body: dict[str, Any] = {
+            "status": "ok" if ok else "degraded",
+            "version": __version__,
+            "read_only": self.service.read_only,
+            "open": opened,
+            "unavailable": len(health) - opened,
+        }
+        if not self.tokens.configured or request.header("authorization") is not None:
+            seen = self._grant(request)  # a token sent must be a good one (401)
+            body["bases"] = [health_to_json(base) for base in health if seen.allows(base.name)]
+        return json_response(200 if ok or not self.service.read_only else 503, body)
 
     def list_bases(self, request: Request, grant: Grant) -> Response:
         visible = [name for name in self.service.names if grant.allows(name)]
@@ -262,7 +281,8 @@ class ServiceApp:
         from metis_lite.documents import read_document
 
         self._base(grant, name)
-        found = read_document(self.service.base(name).store, source, path)
+        with self.service.base(name).reading() as store:
+            found = read_document(store, source, path)
         headers: tuple[tuple[str, str], ...] = (
             ("Content-Type", found.media_type),
             ("Cache-Control", "no-cache"),

@@ -14,6 +14,7 @@ The Store is one class made of a part per concern, each a module of this package
     vectors.py    vectors and what changed since a reader looked
     facts.py      facts and saved evaluations
     runs.py       the spec, indexing runs, search counts
+    publication.py  the mark of a published copy (publish.py) and its rollback journal
     pool.py       a bounded pool of Stores, lent to one borrower at a time (Base uses it)
 """
 
@@ -25,6 +26,7 @@ from metis_lite.connection import IndexerLock, connect
 from metis_lite.store.core import BUSY_RETRY_S, StoreCore, now_iso
 from metis_lite.store.documents import DocumentsMixin, StoredDocument
 from metis_lite.store.facts import FactsMixin
+from metis_lite.store.publication import Publication, PublicationMixin
 from metis_lite.store.reading import ChunkRow, ReadingMixin, filter_clause
 from metis_lite.store.runs import RunsMixin
 from metis_lite.store.schema import SCHEMA_VERSION, SchemaMixin, schema_sql
@@ -35,6 +37,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "ChunkRow",
     "IndexerLock",
+    "Publication",
     "Store",
     "StoreCore",
     "StoredDocument",
@@ -46,15 +49,30 @@ __all__ = [
 ]
 
 
-class Store(FactsMixin, DocumentsMixin, ReadingMixin, VectorsMixin, RunsMixin, SchemaMixin):
+class Store(
+    FactsMixin,
+    DocumentsMixin,
+    ReadingMixin,
+    VectorsMixin,
+    RunsMixin,
+    PublicationMixin,
+    SchemaMixin,
+):
     """One connection to one base file, and the operations on it."""
 
     def __init__(
-        self, path: str | os.PathLike[str], *, create: bool = False, readonly: bool = False
+        self,
+        path: str | os.PathLike[str],
+        *,
+        create: bool = False,
+        readonly: bool = False,
+        immutable: bool = False,
     ) -> None:
         """Open the base at `path` (BASE_NOT_FOUND unless `create`); `readonly` opens it so
-        that nothing, not even an older base's upgrade, is written (a copy's source)."""
-        self._open(path, create=create and not readonly, readonly=readonly)
+        that nothing, not even an older base's upgrade, is written (a copy's source);
+        `immutable` too, as a file nothing writes (a published copy: connection.connect)."""
+        readonly = readonly or immutable
+        self._open(path, create=create and not readonly, readonly=readonly, immutable=immutable)
 
     def __enter__(self) -> Store:
         return self

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -19,11 +19,19 @@ from metis_lite.store import Store
 
 
 class StorePool:
-    """Up to `size` Stores of the base at `path`."""
+    """Up to `size` Stores of the base at `path`, each opened by `opener` (by default a plain
+    Store of the path; a read-only Base opens only connections to the one file it serves)."""
 
-    def __init__(self, path: str | os.PathLike[str], *, size: int) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        size: int,
+        opener: Callable[[], Store] | None = None,
+    ) -> None:
         self.path = Path(path)
         self.size = size
+        self._opener = opener or (lambda: Store(self.path))
         self._idle: list[Store] = []
         self._open = 0
         self._closed = False
@@ -62,7 +70,7 @@ class StorePool:
                     break
                 self._changed.wait()
         try:
-            return Store(self.path)
+            return self._opener()
         except BaseException:
             with self._changed:
                 self._open -= 1

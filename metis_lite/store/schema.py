@@ -59,11 +59,13 @@ def notes_name(path: Path) -> str:
 class SchemaMixin(StoreCore):
     """Opening a base (or making one), its schema version, its words index."""
 
-    def _open(self, path: str | os.PathLike[str], *, create: bool, readonly: bool) -> None:
+    def _open(
+        self, path: str | os.PathLike[str], *, create: bool, readonly: bool, immutable: bool
+    ) -> None:
         self.path = Path(path)
         self._depth = 0
         self._upgrade_due = False
-        self.db = policy.connect(self.path, create=create, readonly=readonly)
+        self.db = policy.connect(self.path, create=create, readonly=readonly, immutable=immutable)
         try:
             self._ensure_schema(create)
         except apsw.Error as exc:
