@@ -35,7 +35,7 @@ from metis_lite.serialize import (
     multi_answer_to_json,
     status_to_json,
 )
-from metis_lite.settings import KINDS, MODES, TOP_K, TOP_K_MAX
+from metis_lite.settings import FUSIONS, KINDS, MODES, TOP_K, TOP_K_MAX
 
 THREADS = 4
 """Calls answered at once, and bases of one search asked side by side."""
@@ -97,6 +97,13 @@ TOOLS: dict[str, dict[str, Any]] = {
                     "type": "boolean",
                     "default": True,
                     "description": "Use the base's reranker when it has one.",
+                },
+                "fusion": {
+                    "type": "string",
+                    "enum": list(FUSIONS),
+                    "description": "How hybrid joins its two lists: relative (each chunk's"
+                    " meaning and words on fixed scales, the default) or rrf (reciprocal rank,"
+                    " the spec's); default the bases' own.",
                 },
                 "filters": {
                     "type": "object",
@@ -225,6 +232,7 @@ class SearchRequest:
     top_k: int = TOP_K
     rerank: bool = True
     filters: Filters = field(default_factory=Filters)
+    fusion: str | None = None
 
 
 class Agent:
@@ -286,6 +294,7 @@ class Agent:
             top_k=request.top_k,
             rerank=request.rerank,
             filters=request.filters,
+            fusion=request.fusion,
             executor=self._pool,
         )
         data = multi_answer_to_json(answer)
@@ -319,6 +328,9 @@ class Agent:
         mode = _text(args, "mode") or "hybrid"
         if mode not in MODES:
             raise InvalidRequest(f"mode is one of {', '.join(MODES)}, not {mode!r}")
+        fusion = _text(args, "fusion")
+        if fusion is not None and fusion not in FUSIONS:
+            raise InvalidRequest(f"fusion is one of {', '.join(FUSIONS)}, not {fusion!r}")
         return SearchRequest(
             question=question,
             bases=bases,
@@ -330,6 +342,7 @@ class Agent:
                 kinds=kinds,
                 sources=_texts(filters, "sources"),
             ),
+            fusion=fusion,
         )
 
     def _remember(self, args: Mapping[str, Any], scope: Scope) -> ToolAnswer:

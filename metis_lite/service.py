@@ -83,6 +83,7 @@ class SearchRequest:
     rerank: bool = True
     filters: Filters = Filters()
     bases: tuple[str, ...] = ()
+    fusion: str | None = None  # "relative" or "rrf"; None: the bases' own
 
 
 class _Stopped(Exception):
@@ -360,6 +361,7 @@ class Service:
             top_k=request.top_k,
             rerank=request.rerank,
             filters=request.filters,
+            fusion=request.fusion,
         )
 
     def search_many(self, request: SearchRequest) -> MultiAnswer:
@@ -372,5 +374,6 @@ class Service:
             top_k=request.top_k,
             rerank=request.rerank,
             filters=request.filters,
+            fusion=request.fusion,
             executor=self._pool,
         )
