@@ -1,28 +1,40 @@
-"""How many searches the index service answers, beside the same searches through the Python API.
+"""How many searches the index service answers, beside the same searches through the Python API,
+and past one process: read-only readers of a published copy, one alone and two behind nginx.
 
     python benchmarks/bench_service.py [--chunks 100000] [--clients 16] [--seconds 20]
-                                       [--mode keyword] [--work DIR]
+                                       [--mode keyword] [--readers] [--work DIR]
 
 Builds a base of N generated chunks (benchmarks/gencorpus.py: Zipf-distributed words, ~800
-characters a chunk), then, in the same run, measures searches/s and p50/p95 latency twice:
+characters a chunk), then, in the same run, measures searches/s and p50/p95 latency:
 
 - `api`: `--clients` threads of this process share one open `Base` and call `base.search`
   one question after another for `--seconds` (what a Python caller gets);
 - `service`: `metis-lite serve` on the base in its own process (port 0, no request log, no
   polling, `--workers` = clients), and `--clients` threads each send one search after another,
-  over a new connection each (the service answers one request per connection).
+  each on its own connection kept open (HTTP/1.1 keep-alive, as a client library does; runs
+  before 2026-12-04 opened a new connection per search, which costs the service more);
+- `publish`: `metis-lite publish` of the base (publish.py), timed: seconds, and seconds per
+  100,000 chunks;
+- with `--readers`, on the published copy, the same clients and questions: `one reader`
+  (`serve --read-only`, asked directly), `one reader behind nginx` and `two readers behind
+  nginx` (examples/deploy/nginx-metis-lite.conf with this run's ports; Debian's nginx, which
+  scripts/install-system installs). Two over one behind nginx is what a second reader adds;
+  one behind nginx over one asked directly is what nginx costs. Each reader's peak resident
+  memory is said too (its vectors, words index and connections for this base).
 
-The ratio service / api is what the HTTP edge costs (issue 13 asks for at least 0.8).
+The ratio service / api is what the HTTP edge costs (the aim: at least 0.8).
 Questions are 3–10 words from the corpus's own law.
 
 The base is keyword-only: its embedding model is a dead URL, since embedding 100,000 chunks
 with the embedded model on two cores would take most of an hour; searches are `mode: keyword`
 (by words, BM25, no reranker). The output says so. `throughput(base_path)` runs the clients
-against any base (benchmarks/run.py calls it); `build_base(chunks, work)` makes the base.
+against any base (benchmarks/run.py may call it); `build_base(chunks, work)` makes the base.
 
-Clients and service share the machine: on two cores the client threads take part of the CPU
-the service would have, so the figures are a floor. Latency is the client's (connect, send,
-wait, read); `server p50` is the search's own `took.total`.
+Clients, service, readers and nginx share the machine: on two cores the client threads take
+part of the CPU the service would have, so the figures are a floor, and a second reader can
+add at most what the second core has left after the clients, nginx and the first reader.
+Latency is the client's (connect, send, wait, read); `server p50` is the search's own
+`took.total`.
 """
 
 from __future__ import annotations
@@ -31,6 +43,9 @@ import argparse
 import http.client
 import json
 import os
+import re
+import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -48,6 +63,7 @@ sys.path.insert(0, str(ROOT))
 from gencorpus import Vocabulary, questions, write_corpus  # noqa: E402
 
 from metis_lite.base import Base  # noqa: E402
+from metis_lite.publish import publish  # noqa: E402
 
 DEAD_EMBEDDING = {"provider": "tei", "url": "http://127.0.0.1:9", "timeout_s": 1}
 """An embedding model that refuses at once: the base is built without vectors, quickly."""
@@ -58,6 +74,27 @@ SECONDS = 20.0
 QUESTIONS = 200
 STARTUP_S = 120.0
 REQUEST_TIMEOUT_S = 60.0
+PER_CHUNKS = 100_000
+"""A publish is said in seconds per this many chunks."""
+NGINX_CONF = ROOT / "examples" / "deploy" / "nginx-metis-lite.conf"
+NGINX_MAIN = """\
+worker_processes 1;
+daemon off;
+pid {prefix}/nginx.pid;
+error_log {prefix}/error.log warn;
+{user}
+events {{ worker_connections 1024; }}
+http {{
+    access_log off;
+    client_body_temp_path {prefix}/body;
+    proxy_temp_path {prefix}/proxy;
+    fastcgi_temp_path {prefix}/fastcgi;
+    uwsgi_temp_path {prefix}/uwsgi;
+    scgi_temp_path {prefix}/scgi;
+    include {prefix}/metis-lite.conf;
+}}
+"""
+"""nginx's main file around the example's: its own prefix, in the foreground, one worker."""
 
 
 def build_base(chunks: int, work: Path) -> tuple[Path, float]:
@@ -81,7 +118,10 @@ def build_base(chunks: int, work: Path) -> tuple[Path, float]:
     return path, report.seconds
 
 
-def _start(base_path: Path, clients: int) -> tuple[subprocess.Popen[bytes], int]:
+def _start(
+    base_path: Path, clients: int, *flags: str, port: int = 0, served: str | None = None
+) -> tuple[subprocess.Popen[bytes], int]:
+    """`metis-lite serve` on the base (`served`: NAME=PATH instead), with `flags`."""
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
@@ -92,14 +132,13 @@ def _start(base_path: Path, clients: int) -> tuple[subprocess.Popen[bytes], int]
             "-m",
             "metis_lite",
             "serve",
-            str(base_path),
+            served or str(base_path),
             "--port",
-            "0",
-            "--poll",
-            "0",
+            str(port),
             "--no-access-log",
             "--workers",
             str(clients),
+            *(flags or ("--poll", "0")),
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -115,14 +154,25 @@ def _start(base_path: Path, clients: int) -> tuple[subprocess.Popen[bytes], int]
     return process, int(first.strip().rsplit(":", 1)[1])
 
 
-def _ask(port: int, path: str, body: bytes) -> tuple[int, float | None]:
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=REQUEST_TIMEOUT_S)
+def _ask(
+    port: int, path: str, body: bytes, connection: http.client.HTTPConnection | None = None
+) -> tuple[int, float | None]:
+    """One search: on `connection` (kept open, as a client library keeps it), or on a new
+    one closed after it."""
+    own = connection is None
+    connection = connection or http.client.HTTPConnection(
+        "127.0.0.1", port, timeout=REQUEST_TIMEOUT_S
+    )
     try:
         connection.request("POST", path, body, {"Content-Type": "application/json"})
         response = connection.getresponse()
         data = response.read()
+    except OSError:
+        connection.close()  # a new one is made for the next request
+        raise
     finally:
-        connection.close()
+        if own:
+            connection.close()
     took = json.loads(data)["took"]["total"] if response.status == 200 else None
     return response.status, took
 
@@ -139,28 +189,49 @@ def throughput(
     base_path = Path(base_path)
     with Base(base_path) as base:
         name = base.name
+    process, port = _start(base_path, clients)
+    try:
+        return load(port, name, clients=clients, seconds=seconds, mode=mode, asks=asks)
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def load(
+    port: int,
+    name: str,
+    *,
+    clients: int = CLIENTS,
+    seconds: float = SECONDS,
+    mode: str = "keyword",
+    asks: Sequence[str] | None = None,
+) -> dict:
+    """`clients` threads, each sending one search of base `name` after another to
+    127.0.0.1:`port` for `seconds` (after one search each to warm up)."""
     asks = list(asks or questions(Vocabulary(seed=7), QUESTIONS))
     bodies = [json.dumps({"question": q, "mode": mode}).encode() for q in asks]
     path = f"/v1/bases/{name}/search"
-    process, port = _start(base_path, clients)
     latencies: list[float] = []
     server_ms: list[float] = []
     failures: list[str] = []
     lock = threading.Lock()
     ready = threading.Barrier(clients + 1)
+    go = threading.Event()  # set once stop_at is: no client reads it before
     stop_at = [0.0]
 
     def client(n: int) -> None:
         _ask(port, path, bodies[n % len(bodies)])  # warm: this thread's first search
         ready.wait()
+        go.wait()
         i = n
         mine, theirs, failed = [], [], []
+        kept = http.client.HTTPConnection("127.0.0.1", port, timeout=REQUEST_TIMEOUT_S)
         while time.perf_counter() < stop_at[0]:
             body = bodies[i % len(bodies)]
             i += clients
             started = time.perf_counter()
             try:
-                status, took = _ask(port, path, body)
+                status, took = _ask(port, path, body, kept)
             except OSError as exc:
                 failed.append(type(exc).__name__)
                 continue
@@ -169,24 +240,22 @@ def throughput(
                 continue
             mine.append((time.perf_counter() - started) * 1000.0)
             theirs.append(took)
+        kept.close()
         with lock:
             latencies.extend(mine)
             server_ms.extend(theirs)
             failures.extend(failed)
 
     threads = [threading.Thread(target=client, args=(n,), daemon=True) for n in range(clients)]
-    try:
-        for thread in threads:
-            thread.start()
-        ready.wait()
-        started = time.perf_counter()
-        stop_at[0] = started + seconds
-        for thread in threads:
-            thread.join()
-        wall = time.perf_counter() - started
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
+    for thread in threads:
+        thread.start()
+    ready.wait()
+    started = time.perf_counter()
+    stop_at[0] = started + seconds
+    go.set()
+    for thread in threads:
+        thread.join()
+    wall = time.perf_counter() - started
     quantiles = statistics.quantiles(latencies, n=100) if len(latencies) > 1 else [0.0] * 99
     return {
         "mode": mode,
@@ -198,6 +267,123 @@ def throughput(
         "p95_ms": round(quantiles[94], 1),
         "server_p50_ms": round(statistics.median(server_ms), 1) if server_ms else None,
     }
+
+
+# -- past one process: a published copy, readers, nginx -------------------------------------
+
+
+def publish_cost(base_path: Path, work: Path) -> dict:
+    """One `publish` of the base, timed (its destination replaced if there)."""
+    dest = work / "published" / base_path.name
+    dest.parent.mkdir(exist_ok=True)
+    done = publish(base_path, dest)
+    return {
+        "dest": dest,
+        "chunks": done.chunks,
+        "seconds": round(done.seconds, 2),
+        "seconds_per_100k": round(done.seconds * PER_CHUNKS / max(done.chunks, 1), 2),
+        "bytes": done.bytes,
+    }
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return 0.0
+
+
+def _nginx(prefix: Path, listen: int, readers: Sequence[int]) -> subprocess.Popen[bytes]:
+    """nginx with examples/deploy's configuration in front of `readers` (its two server lines
+    made this run's readers: one reader is named once)."""
+    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+    conf = NGINX_CONF.read_text(encoding="utf-8")
+    lines = re.findall(r"^\s*server 127\.0\.0\.1:\d+ .*;$\n", conf, re.M)
+    template = lines[0]
+    upstream = "".join(re.sub(r":\d+ ", f":{port} ", template, count=1) for port in readers)
+    conf = conf.replace("".join(lines), upstream)
+    conf = re.sub(r"listen 127\.0\.0\.1:\d+;", f"listen 127.0.0.1:{listen};", conf)
+    prefix.mkdir(parents=True, exist_ok=True)
+    (prefix / "metis-lite.conf").write_text(conf, encoding="utf-8")
+    user = "user root;" if os.geteuid() == 0 else ""
+    main = prefix / "nginx.conf"
+    main.write_text(NGINX_MAIN.format(prefix=prefix, user=user), encoding="utf-8")
+    process = subprocess.Popen(
+        [nginx, "-p", str(prefix), "-c", str(main), "-e", str(prefix / "error.log")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + STARTUP_S
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", listen), timeout=1):
+                return process
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"nginx did not start: {(prefix / 'error.log').read_text()}"
+                ) from None
+            time.sleep(0.05)
+
+
+def _wait_until_warm(port: int) -> None:
+    """Until the reader says its base is read into memory (it is searched meanwhile, by FTS5:
+    slower, and not what a reader in service does)."""
+    deadline = time.monotonic() + STARTUP_S
+    while True:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=REQUEST_TIMEOUT_S)
+        try:
+            connection.request("GET", "/v1/health")
+            health = json.loads(connection.getresponse().read())
+        finally:
+            connection.close()
+        if all(base.get("warm") for base in health["bases"]):
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the reader on port {port} was not warm within {STARTUP_S:g} s")
+        time.sleep(0.1)
+
+
+def readers_throughput(
+    dest: Path,
+    *,
+    readers: int,
+    behind_nginx: bool,
+    clients: int = CLIENTS,
+    seconds: float = SECONDS,
+    mode: str = "keyword",
+    work: Path,
+) -> dict:
+    """The clients against `readers` read-only services of the published copy `dest`, asked
+    directly (one reader) or through nginx; with each reader's peak memory."""
+    started = [
+        _start(dest, clients, "--read-only", port=_free_port(), served=f"service={dest}")
+        for _ in range(readers)
+    ]
+    nginx = None
+    try:
+        for _, reader in started:
+            _wait_until_warm(reader)
+        port = started[0][1]
+        if behind_nginx:
+            port = _free_port()
+            nginx = _nginx(work / f"nginx-{readers}", port, [p for _, p in started])
+        figures = load(port, "service", clients=clients, seconds=seconds, mode=mode)
+        figures["peak_rss_mb"] = [_peak_rss_mb(process.pid) for process, _ in started]
+        return figures
+    finally:
+        if nginx is not None:
+            nginx.terminate()
+            nginx.wait(timeout=30)
+        for process, _ in started:
+            process.terminate()
+            process.wait(timeout=30)
 
 
 def api_throughput(
@@ -213,12 +399,14 @@ def api_throughput(
     latencies: list[float] = []
     lock = threading.Lock()
     ready = threading.Barrier(clients + 1)
+    go = threading.Event()  # set once stop_at is: no client reads it before
     stop_at = [0.0]
     with Base(base_path) as base:
 
         def client(n: int) -> None:
             base.search(asks[n % len(asks)], mode=mode)  # warm
             ready.wait()
+            go.wait()
             i, mine = n, []
             while time.perf_counter() < stop_at[0]:
                 question = asks[i % len(asks)]
@@ -235,6 +423,7 @@ def api_throughput(
         ready.wait()
         started = time.perf_counter()
         stop_at[0] = started + seconds
+        go.set()
         for thread in threads:
             thread.join()
         wall = time.perf_counter() - started
@@ -270,6 +459,40 @@ def table(chunks: int, built_s: float, figures: dict, seconds: float) -> str:
             ("python api p50 / p95", f"{api['p50_ms']:.1f} / {api['p95_ms']:.1f} ms"),
             ("service / python api", f"{figures['ratio']:.2f}"),
         ]
+    cost = figures.get("publish")
+    if cost:
+        rows.append(
+            (
+                "publish (one copy)",
+                f"{cost['seconds']:.2f} s for {cost['chunks']:,} chunks, {cost['bytes']:,} "
+                f"bytes: {cost['seconds_per_100k']:.2f} s per 100,000 chunks",
+            )
+        )
+    for label, key in (
+        ("one reader", "one_reader"),
+        ("one reader, nginx", "one_behind_nginx"),
+        ("two readers, nginx", "two_behind_nginx"),
+    ):
+        row = figures.get(key)
+        if row:
+            memory = " / ".join(f"{mb:.0f}" for mb in row["peak_rss_mb"])
+            rows.append(
+                (
+                    f"{label} searches/s",
+                    f"{row['searches_per_s']:.1f} (p50 {row['p50_ms']:.1f} ms, p95 "
+                    f"{row['p95_ms']:.1f} ms, {row['failed']} failed; peak memory {memory} MB)",
+                )
+            )
+    if figures.get("two_behind_nginx") and figures.get("one_behind_nginx"):
+        two, one = figures["two_behind_nginx"], figures["one_behind_nginx"]
+        direct = figures["one_reader"]
+        rows += [
+            ("two / one reader, nginx", f"{two['searches_per_s'] / one['searches_per_s']:.2f}"),
+            (
+                "one reader: nginx / direct",
+                f"{one['searches_per_s'] / direct['searches_per_s']:.2f}",
+            ),
+        ]
     width = max(len(label) for label, _ in rows) + 2
     return "\n".join(label.ljust(width) + value for label, value in rows)
 
@@ -280,19 +503,42 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=CLIENTS)
     parser.add_argument("--seconds", type=float, default=SECONDS)
     parser.add_argument("--mode", default="keyword", choices=("keyword", "hybrid", "dense"))
+    parser.add_argument(
+        "--readers",
+        action="store_true",
+        help="also one reader and two behind nginx, on a published copy (needs nginx)",
+    )
     parser.add_argument("--work", help="folder for the corpus and base (kept; default: temp)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as temp:
         work = Path(args.work or temp)
         work.mkdir(parents=True, exist_ok=True)
         base_path, built_s = build_base(args.chunks, work)
-        api = api_throughput(base_path, clients=args.clients, seconds=args.seconds, mode=args.mode)
-        figures = throughput(base_path, clients=args.clients, seconds=args.seconds, mode=args.mode)
+        same = {"clients": args.clients, "seconds": args.seconds, "mode": args.mode}
+        api = api_throughput(base_path, **same)
+        figures = throughput(base_path, **same)
         figures["api"] = api
         figures["ratio"] = round(figures["searches_per_s"] / max(api["searches_per_s"], 1e-9), 2)
-    print(f"metis-lite service benchmark ({os.cpu_count()} cores)")
+        figures["publish"] = cost = publish_cost(base_path, work)
+        failed = figures["failed"]
+        if args.readers:
+            for key, readers, behind in (
+                ("one_reader", 1, False),
+                ("one_behind_nginx", 1, True),
+                ("two_behind_nginx", 2, True),
+            ):
+                row = readers_throughput(
+                    cost["dest"], readers=readers, behind_nginx=behind, work=work, **same
+                )
+                figures[key] = row
+                failed += row["failed"]
+    print(f"metis-lite service benchmark ({os.cpu_count()} cores, load {_load_average()})")
     print(table(args.chunks, built_s, figures, args.seconds))
-    return 0 if figures["failed"] == 0 else 1
+    return 0 if failed == 0 else 1
+
+
+def _load_average() -> str:
+    return " ".join(f"{value:.1f}" for value in os.getloadavg())
 
 
 if __name__ == "__main__":
