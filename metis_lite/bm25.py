@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from metis_lite.keyword import CONTEXT_WEIGHT, MIN_IDF, TEXT_WEIGHT
 from metis_lite.records import Hit
+from metis_lite.settings import CONTEXT_WEIGHT, MIN_IDF, TEXT_WEIGHT
 from metis_lite.store import Store
 from metis_lite.tokenizer import TEXT_END, words_of
 

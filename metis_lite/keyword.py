@@ -17,19 +17,19 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from metis_lite.records import Filters, Hit, QuestionWords, Warning
-from metis_lite.settings import COMMON_WORD_MIN_CHUNKS, COMMON_WORD_SHARE
+from metis_lite.settings import (
+    COMMON_WORD_MIN_CHUNKS,
+    COMMON_WORD_SHARE,
+    CONTEXT_WEIGHT,
+    MIN_IDF,
+    TEXT_WEIGHT,
+)
 from metis_lite.store import Store, filter_clause
 from metis_lite.tokenizer import fts_match, tokens
 
 if TYPE_CHECKING:
     from metis_lite.bm25 import WordIndex
 
-TEXT_WEIGHT = 1.0
-CONTEXT_WEIGHT = 0.5
-"""bm25() column weights: a word of the title or headings counts half a word of the text."""
-
-MIN_IDF = 1e-6
-"""FTS5's floor for a word's idf (a word held by half the chunks or more)."""
 
 _SEARCH = (
     f"SELECT rowid, -bm25(chunks_fts, {TEXT_WEIGHT}, {CONTEXT_WEIGHT}) AS score FROM chunks_fts"

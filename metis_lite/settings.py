@@ -104,3 +104,11 @@ KINDS = ("md", "txt", "html", "pdf", "docx")
 """Document kinds a base reads ("Filters")."""
 
 BASE_KINDS = ("documents", "memory")
+
+TEXT_WEIGHT = 1.0
+CONTEXT_WEIGHT = 0.5
+"""bm25() column weights of the words index (keyword.py, and bm25.py in memory): a word of the
+title or headings counts half a word of the text."""
+
+MIN_IDF = 1e-6
+"""FTS5's floor for a word's idf (a word held by half the chunks or more): bm25.py uses it too."""
