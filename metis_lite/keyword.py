@@ -39,8 +39,10 @@ _SEARCH = (
 
 _SCORES_OF = (
     f"SELECT rowid, -bm25(chunks_fts, {TEXT_WEIGHT}, {CONTEXT_WEIGHT}) FROM chunks_fts"
-    " WHERE chunks_fts MATCH ? AND rowid IN (SELECT value FROM json_each(?))"
+    " WHERE chunks_fts MATCH ? AND +rowid IN (SELECT value FROM json_each(?))"
 )
+"""`+rowid`: the ids filter the matches FTS5 finds in one pass; a plain `rowid IN` hands them to
+FTS5 one at a time, each a new evaluation of the query (0.5 ms an id, 30 × the one pass)."""
 
 _SEARCH_FILTERED = (
     f"SELECT f.rowid, -bm25(chunks_fts, {TEXT_WEIGHT}, {CONTEXT_WEIGHT}) AS score FROM chunks_fts f"

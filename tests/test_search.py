@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from conftest import FIXTURES, ROOT, add_passages
 
+from metis_lite import keyword
 from metis_lite.base import Base
 from metis_lite.dense import VectorIndex
 from metis_lite.errors import EmbeddingModelUnavailable, InvalidRequest
@@ -96,6 +97,20 @@ def test_relative_fusion_of_a_base_whose_scores_are_known(tmp_path):
     assert third.scores.fused == pytest.approx(0.5 * 0.75 + 0.5 * 1.0)
     assert second.scores.fused == pytest.approx(0.5 * 1.0)
     assert [r.scores.fused for r in answer.results[2:]] == [0.0, 0.0]  # below the crowd: by id
+
+
+def test_the_bm25_of_chunks_the_words_list_did_not_reach_is_the_score_it_would_give(
+    example_base,
+):
+    # Relative fusion scores each chunk the list by meaning found on words too: the score
+    # looked up must be the one a list read deep enough would show.
+    store = example_base.store
+    for question in ("travel expenses for a trip", "how many holidays do I get", "Xid 79"):
+        everything = {h.chunk_id: h.score for h in keyword.search(store, question, 1000)}
+        wanted = sorted(everything)[::2] + [10**9]  # a chunk id no chunk has: no score
+        assert keyword.scores_of(store, question, wanted) == {
+            c: everything[c] for c in wanted if c in everything
+        }
 
 
 def test_a_page_marker_does_not_win_by_meaning(tmp_path):
