@@ -53,7 +53,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from metis_lite import ingest, parsing, tokenizer  # noqa: E402
+from metis_lite import chunking, ingest, parsing, tokenizer  # noqa: E402
 from metis_lite.base import Base  # noqa: E402
 from metis_lite.chunking import chunk  # noqa: E402
 from metis_lite.errors import ParseError  # noqa: E402
@@ -339,7 +339,7 @@ class Stages:
     def __enter__(self) -> Stages:
         self.wrap(ingest, "read_all", "read")
         self.wrap(parsing, "parse", "parse")
-        self.wrap(ingest, "chunk", "chunk")
+        self.wrap(chunking, "chunk", "chunk")  # parse_pool.parse_chunks calls it
         self.wrap(tokenizer, "tokens", "words")  # what FTS5 calls for each row it writes
         self.wrap(Store, "replace_document", "write")
         return self
@@ -364,7 +364,7 @@ def whole_index(kind: str, paths: Sequence[Path], root: Path, work: Path) -> dic
         base.add_source(copy)
         close_workers()
         cpu = cpu_time()
-        report = base.index()
+        report = base.index(workers=1)  # parsed here, where the wrappers see each stage
         close_workers()
         cpu = cpu_time() - cpu
     seconds = dict(stages.seconds)
