@@ -4,9 +4,11 @@ A run lists each folder source (walk.py), then reads what changed, file by file,
 each changed file's bytes to the parse workers (parse_pool.py: a process per core the
 indexer may run on, or this process for a run with little to parse); each document is written
 with its chunks and words in one transaction as soon as it is parsed, in the order the files
-were read, while a thread embeds the chunks that lack a vector and their vectors are written
-between documents (pipeline.py). So a folder is searchable by words moments after its files
-are parsed, and by meaning as the vectors arrive. The run is recorded in `runs` and reported
+were read, while a thread embeds the chunks that lack a vector (alongside, for a model on
+another machine; once every file is written, for the embedded model, which needs the cores
+the workers use) and their vectors are written between documents (pipeline.py). So a folder
+is searchable by words moments after its files are parsed, and by meaning as the vectors
+arrive. The run is recorded in `runs` and reported
 as an IndexReport. Incremental: a file whose size and modification time are unchanged is not
 read again, and one whose content hash is unchanged is not parsed again; a changed file is
 replaced and a deleted one removed.
@@ -124,9 +126,9 @@ def index(
     workers: int | None = None,
 ) -> IndexReport:
     """One indexing run on `store` (a writer connection; the caller holds the IndexerLock):
-    bring every folder source's documents up to date, embedding alongside the chunks lacking
-    a vector. `workers`: processes that parse, by default one per core this process may run
-    on (models.batching.allowed_cores).
+    bring every folder source's documents up to date, and give the chunks lacking a vector
+    theirs (alongside, or after the words: see the module). `workers`: processes that parse,
+    by default one per core this process may run on (models.batching.allowed_cores).
 
     The run is recorded in `runs` (failed when it raised). A words index built by older word
     rules is first built again by today's (Store.rebuild_words); `reembed` drops every vector
@@ -152,6 +154,7 @@ def index(
             dimension=spec.dimension,
             batch=EMBED_BATCH,
             progress=progress,
+            alongside=spec.embedding.get("provider", "embedded") != "embedded",
         )
         pool_size = _pool_size(sources, allowed_cores() if workers is None else workers)
         with ParsePool(pool_size) as pool:

@@ -354,6 +354,36 @@ def test_a_folder_is_searchable_by_words_while_its_vectors_are_made(tmp_path, mo
         assert not codes & {"CHUNKS_WITHOUT_VECTORS", "NO_VECTORS"}
 
 
+def test_the_embedded_model_embeds_once_every_file_is_written(tmp_path, monkeypatch):
+    """The embedded model needs the cores the parse workers use: it is asked for its first
+    vectors only once every file is written (a model on another machine embeds alongside, as
+    the test above shows)."""
+    src = corpus(tmp_path / "src", files=6)
+    monkeypatch.setattr(ingest, "POOL_MIN_SECONDS", 0.0)
+    monkeypatch.setattr(ingest, "EMBED_BATCH", 8)
+    words_done = threading.Event()
+    asked_early: list[int] = []
+
+    def progress(stage: str, done: int, total: int) -> None:
+        if stage == "files" and done == total:
+            words_done.set()
+
+    with Base(tmp_path / "b.db", create=True, workers=2) as base:
+        base.add_source(src)
+        model = base.embedder()
+        real_embed = model.embed
+
+        def embed(texts):
+            if not words_done.is_set():
+                asked_early.append(len(texts))
+            return real_embed(texts)
+
+        monkeypatch.setattr(model, "embed", embed)
+        report = base.index(progress=progress)
+    assert report.workers == 2 and report.without_vector == 0 and report.embedded > 16
+    assert not asked_early
+
+
 # -- asking for cores -----------------------------------------------------------------------------
 
 
