@@ -36,7 +36,7 @@ import dataclasses
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor, wait
 from contextlib import ExitStack
 from dataclasses import dataclass
 from functools import partial
@@ -159,8 +159,11 @@ class _Search:
             try:
                 done.append(_as_named(self.names[i], self.bases[i], future.result))
             except BaseException:
+                # The others are stopped, or waited for: each holds its base's snapshot, which
+                # the caller closes once this returns (never under a step still reading it).
                 for _, other in futures:
                     other.cancel()
+                wait([other for _, other in futures])
                 raise
         return done
 

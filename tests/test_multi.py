@@ -7,10 +7,12 @@ import dataclasses
 import hashlib
 import shutil
 import threading
+import time
 from contextlib import ExitStack
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pytest
 from conftest import EXAMPLES, FIXTURES, ROOT, words_only_base
 
@@ -68,6 +70,41 @@ def test_each_warning_names_its_base_and_an_error_its_base(two_bases):
         search_bases([one, one], "travel")
     with pytest.raises(InvalidRequest):
         search_bases([], "travel")
+
+
+class _SlowEmbedder:
+    """Answers after `delay` seconds: a base still reading while another base's error ends
+    the search of several."""
+
+    name = "multilingual-e5-small"
+
+    def __init__(self, delay: float) -> None:
+        self.delay, self.started, self.finished = delay, threading.Event(), threading.Event()
+
+    def embed(self, texts):
+        self.started.set()
+        time.sleep(self.delay)
+        self.finished.set()
+        vectors = np.ones((len(texts), 384), dtype=np.float32)
+        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+    def close(self) -> None:
+        pass
+
+
+def test_an_error_of_one_base_waits_for_the_others_steps_before_their_snapshots_close(
+    two_bases, example_base
+):
+    """Base a refuses a search by meaning at once; the handbook is still embedding its
+    question on another thread. The answer is a's error, never an error of closing the
+    handbook's snapshot under the step still reading it, and the handbook answers after."""
+    words_only, _ = two_bases
+    slow = _SlowEmbedder(0.5)
+    example_base._embedder = slow
+    with pytest.raises(EmbeddingModelUnavailable, match="^a: "):
+        search_bases({"a": words_only, "handbook": example_base}, "travel", mode="dense")
+    assert slow.started.is_set() and slow.finished.is_set()  # its step ended before the answer
+    assert example_base.search("travel", mode="keyword").results
 
 
 def test_a_long_question_is_searched_up_to_its_words_bound_with_a_warning(two_bases):
