@@ -66,10 +66,14 @@ def index_warnings(store: Store) -> list[Warning]:
     return [WORDS_INDEX_OUTDATED] if store.words_outdated else []
 
 
-def question_words(store: Store, question: str) -> QuestionWords:
+def question_words(
+    store: Store, question: str, *, words: tuple[str, ...] | None = None
+) -> QuestionWords:
     """The question's distinct words by the base's word rules, with how many chunks hold each
-    (FTS5's own vocabulary) and whether each is common there (COMMON_WORD_SHARE)."""
-    words = tuple(dict.fromkeys(tokens(question, version=store.words_version)))
+    (FTS5's own vocabulary) and whether each is common there (COMMON_WORD_SHARE). `words`: the
+    question's distinct words by those rules, when the caller has read them already."""
+    if words is None:
+        words = tuple(dict.fromkeys(tokens(question, version=store.words_version)))
     if not words:
         return QuestionWords()
     total, frequency = store.document_frequencies(words)

@@ -61,7 +61,7 @@ from metis_lite.settings import (
 )
 from metis_lite.snippet import snippet, word_matches
 from metis_lite.store import ChunkRow, IndexerLock, Store
-from metis_lite.tokenizer import token_spans
+from metis_lite.tokenizer import VERSION, token_spans
 
 MemoryOrder = Callable[[Store, list[Hit]], list[Hit]]
 """Step 6's seam: reorders a memory's results (facts that hold first); identity elsewhere."""
@@ -217,7 +217,9 @@ def prepare(
         warnings.append(Warning("EMPTY_QUESTION", "the question is empty: nothing to search for"))
     if warnings:
         return Prepared(question, mode, filters, QuestionWords(), tuple(warnings), nothing=True)
-    question, cut = bounded_question(question)
+    # The question's words, read once by the base's own word rules (a base of older rules is
+    # searched by them): its bound, the words stage, fusion's scale and the snippets use them.
+    question, cut, words = _bounded(question, ctx.store.words_version)
     warnings += [cut] if cut is not None else []
     allowed = ctx.store.filtered_chunk_ids(filters) if filters.active else None
     # Issue 15: filters that keep nothing say so (an unknown source, a prefix of no document).
@@ -238,7 +240,7 @@ def prepare(
 
     if mode in ("hybrid", "keyword"):
         warnings += keyword.index_warnings(ctx.store)
-    asked = keyword.question_words(ctx.store, question)  # Step 7 reads them in every mode
+    asked = keyword.question_words(ctx.store, question, words=words)  # Step 7 reads them too
     return Prepared(
         question,
         mode,
@@ -338,23 +340,34 @@ def rerank_pool(
     return {hit.chunk_id: float(s) for hit, s in zip(kept, scores, strict=True)}
 
 
-def bounded_question(question: str) -> tuple[str, Warning | None]:
-    """The question up to its QUESTION_WORDS_MAX-th distinct word, and the warning that says
-    what was left out (None when nothing was)."""
-    seen: set[str] = set()
-    for start, _, word in token_spans(question):
+def bounded_question(question: str, *, version: int = VERSION) -> tuple[str, Warning | None]:
+    """The question up to its QUESTION_WORDS_MAX-th distinct word by the word rules `version`,
+    and the warning that says what was left out (None when nothing was)."""
+    kept, cut, _ = _bounded(question, version)
+    return kept, cut
+
+
+def _bounded(question: str, version: int) -> tuple[str, Warning | None, tuple[str, ...]]:
+    """bounded_question, and the distinct words kept, in order: the one reading of the
+    question's words that the rest of the search uses."""
+    seen: dict[str, None] = {}
+    for start, _, word in token_spans(question, version=version):
         if word in seen:
             continue
         if len(seen) == QUESTION_WORDS_MAX:
             kept = question[:start].rstrip()
-            return kept, Warning(
-                "QUESTION_CUT",
-                f"the question has more than {QUESTION_WORDS_MAX} distinct words: it was "
-                f"searched up to its {QUESTION_WORDS_MAX}th ({len(kept)} of "
-                f"{len(question)} characters)",
+            return (
+                kept,
+                Warning(
+                    "QUESTION_CUT",
+                    f"the question has more than {QUESTION_WORDS_MAX} distinct words: it was "
+                    f"searched up to its {QUESTION_WORDS_MAX}th ({len(kept)} of "
+                    f"{len(question)} characters)",
+                ),
+                tuple(seen),
             )
-        seen.add(word)
-    return question, None
+        seen[word] = None
+    return question, None, tuple(seen)
 
 
 def _empty_states(store: Store) -> list[Warning]:

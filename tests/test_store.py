@@ -184,6 +184,49 @@ def test_a_version_1_words_index_is_searched_by_its_own_rules_and_says_it_is_out
         assert found(store, "हिन्दी") == []  # cut at its vowel signs into single letters
 
 
+def test_a_version_1_base_reads_the_question_by_its_own_rules_in_every_step(tmp_path):
+    """The question's bound, its words and what each result holds are read by the base's word
+    rules, as the words stage reads them: 70 distinct Han characters in one run are one word by
+    version 1's rules (69 bigrams by today's, past the 64-word bound)."""
+    run = "".join(chr(0x4E00 + 7 * n) for n in range(70))
+    with Base(version_1_base(tmp_path)) as base:
+        assert [w.code for w in base.search(run, mode="keyword").warnings] == [
+            "WORDS_INDEX_OUTDATED"
+        ]
+        answer = base.search("東京都の天気は晴れです", mode="keyword")
+        assert [r.citation.document for r in answer.results] == ["tokyo.md"]
+        assert [w.word for w in answer.results[0].words] == tokenizer.tokens(
+            "東京都の天気は晴れです", version=1
+        )
+    with words_only_base(tmp_path / "new.db") as base:  # today's rules cut the same question
+        base.store.add_source("docs", str(tmp_path / "docs"))
+        base.index()
+        assert "QUESTION_CUT" in [w.code for w in base.search(run, mode="keyword").warnings]
+
+
+def test_a_search_reads_its_questions_words_once(tmp_path, monkeypatch):
+    """One reading of the question's words per search (its bound, the words stage, fusion's
+    scale, citing): the tokenizer sees the question's text once, in every mode."""
+    question = "Configuração do proxy porta"
+    seen = []
+    reals = {name: getattr(tokenizer, name) for name in ("tokens", "token_spans", "words_of")}
+    for module in [m for n, m in sys.modules.items() if n.startswith("metis_lite")]:
+        for name, real in reals.items():
+            if getattr(module, name, None) is real:
+
+                def counting(text, *args, _real=real, **kwargs):
+                    if text == question:
+                        seen.append(text)
+                    return _real(text, *args, **kwargs)
+
+                monkeypatch.setattr(module, name, counting)
+    with Base(version_1_base(tmp_path)) as base:
+        for mode in ("keyword", "hybrid"):
+            seen.clear()
+            answer = base.search(question, mode=mode)
+            assert answer.results and len(seen) == 1, (mode, len(seen))
+
+
 def test_index_rebuilds_an_outdated_words_index_and_embeds_nothing_again(tmp_path):
     path = version_1_base(tmp_path)
     with Base(path) as base:
