@@ -72,6 +72,31 @@ def test_exact_top_n_matches_brute_force(store):
     )
 
 
+def test_a_question_read_deeper_is_read_from_its_kept_cosines_until_the_rows_change(store):
+    """Fusion reads a question's list deeper (fusion.deepened): each deeper read, and the
+    cosines of the chunks listed, are what a fresh pass gives; a change of the rows (a vector
+    added, a chunk removed) is never answered from what was kept for the rows before."""
+    rng = np.random.default_rng(11)
+    ids = add_document(store, "a.md", 400)
+    vecs = unit(rng, 400)
+    store.put_vectors("m", zip(ids, vecs, strict=True))
+    index = VectorIndex("m")
+    index.sync(store)
+    query = unit(rng, 1)[0]
+    vectors = dict(zip(ids, vecs, strict=True))
+    for n in (10, 50, 40, 200, 399, 400):
+        assert [h.chunk_id for h in index.search(query, n)] == brute_force(vectors, query, n)
+    cosines = index.cosines(query, ids[:30])
+    assert index.cosines(query, ids[:60]) == {**cosines, **index.cosines(query, ids[30:60])}
+    assert cosines[ids[0]] == pytest.approx(float(vecs[0] @ query), abs=1e-6)
+    closest = add_document(store, "b.md", 1)[0]  # a chunk nearer the question than any
+    store.put_vectors("m", [(closest, query)])
+    store.remove_document(store.documents_of(1)["a.md"].id)
+    index.sync(store)
+    assert [h.chunk_id for h in index.search(query, 50)] == [closest]
+    assert index.cosines(query, [*ids[:30], closest]) == {closest: pytest.approx(1.0)}
+
+
 def test_kept_in_step_with_another_connection(store, tmp_path):
     rng = np.random.default_rng(2)
     index = VectorIndex("m")
