@@ -23,7 +23,7 @@ from metis_lite.evaluation import beir, metrics
 from metis_lite.evaluation.runner import evaluate, why
 from metis_lite.evaluation.sets import EvalSet, Expected, Question, read_jsonl
 
-FAQUAD = ROOT.parent / "shared" / "eval" / "faquad_pt"
+FAQUAD = ROOT / "tests" / "fixtures" / "eval" / "faquad_pt"  # CC BY 4.0: SOURCE.md
 
 
 @dataclass(frozen=True)
@@ -471,7 +471,6 @@ def test_meaning_finds_what_words_miss_and_the_comparison_says_why(tmp_path):
 # -- a public collection: FaQuAD (Portuguese, CC BY 4.0) -------------------------------------
 
 
-@pytest.mark.skipif(not FAQUAD.is_dir(), reason="../shared/eval/faquad_pt is not beside the repo")
 def test_faquad_keyword_floor_on_150_questions(tmp_path):
     full = beir.read_questions(FAQUAD)
     subset = EvalSet("faquad-150", "beir", str(FAQUAD), full.questions[::6][:150])
