@@ -22,7 +22,7 @@ every file was written
 (searchable by words), and the load average before and after. N = 1 parses in the indexer
 itself; N > 1 in N worker processes (parse_pool.py) while the indexer writes.
 
-Aims (issue 22): ≥ 5,000 chunks/s on the HTML and ≥ 1,000 chunks/s on the PDFs, wall time,
+Aims: ≥ 5,000 chunks/s on the HTML and ≥ 1,000 chunks/s on the PDFs, wall time,
 on the machine's every core. Run it alone on the machine (`nice -n 10` as a good neighbour):
 other processes' load takes cores from the runs, and the figures say so beside them.
 """
@@ -49,7 +49,7 @@ CORPORA = {
 """Where Debian's python3.11-doc and texlive-latex-base-doc put their files, and which."""
 
 AIMS = {"html": 5000.0, "pdf": 1000.0}
-"""Chunks/s of the whole index, without embeddings (issue 22)."""
+"""Chunks/s of the whole index, without embeddings."""
 
 DEAD_EMBEDDING = {"provider": "tei", "url": "http://127.0.0.1:9", "timeout_s": 1}
 """An embedding model that refuses at once: indexing without embeddings."""

@@ -1,8 +1,8 @@
 """docs/eval.md's table in one command: every BEIR collection in a folder × both embedded models
 × keyword, dense and hybrid (under each fusion), nDCG@10 judged as `metis-lite eval` judges.
 
-    python benchmarks/eval_table.py ../shared/eval            # every collection in it
-    python benchmarks/eval_table.py ../shared/eval --sets faquad_pt,ar_arcd --work /tmp/eval
+    python benchmarks/eval_table.py COLLECTIONS               # every BEIR folder in it
+    python benchmarks/eval_table.py COLLECTIONS --sets faquad_pt,ar_arcd --work /tmp/eval
 
 Each (collection, model) pair gets its own base in --work (`faquad_pt.multilingual-e5-small.db`),
 built from the corpus the first time (embedding is most of the time: about 25 minutes for the

@@ -11,38 +11,30 @@ The CLI and the HTTP service are built on this class and nothing else.
 
 from __future__ import annotations
 
-import functools
 import threading
-import time
 import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
+from typing import Any, Literal
 
-import apsw
-
-from metis_lite import connection, ingest, keyword, languages, memory, publish
+from metis_lite import ingest, keyword, languages, memory, publish
+from metis_lite.base_guards import usable, writes
+from metis_lite.base_models import BaseModels, SearchCount, new_embedder, prefixes
+from metis_lite.base_status import BaseStatus, LanguageCache, vector_warnings
 from metis_lite.bm25 import WordIndex
-from metis_lite.chunking import check_chunk_size
 from metis_lite.dense import VectorIndex
-from metis_lite.errors import BaseDamaged, BaseReadOnly, InvalidRequest, ModelError
+from metis_lite.errors import BaseDamaged, InvalidRequest
 from metis_lite.models import registry
 from metis_lite.models.base import Embedder, Reranker
-from metis_lite.models.prefixes import prefixes_for
-from metis_lite.records import Answer, Filters, SourceInfo, Warning
+from metis_lite.records import Answer, Filters, MetisWarning, SourceInfo
 from metis_lite.search import SearchContext, search
-from metis_lite.settings import BASE_KINDS, FUSION, FUSIONS, TOP_K
-from metis_lite.spec import DEFAULT_SPEC, BaseSpec, parse_spec
-from metis_lite.store import IndexerLock, Publication, Store
-from metis_lite.store.pool import StorePool
+from metis_lite.settings import FUSION, TOP_K
+from metis_lite.spec import DEFAULT_SPEC, BaseSpec, parse_spec, spec_changes
+from metis_lite.store import IndexerLock, Store
+from metis_lite.store.pool import StorePool, ThreadStore
 
 __all__ = ["DEFAULT_SPEC", "Base", "BaseStatus", "SourceInfo"]
-
-COUNT_FLUSH_S = 5.0
-"""Search counts are written at most this often (and when the base closes), not per search;
-a flush that finds another connection writing keeps its count for the next one."""
 
 CONNECTIONS = 16
 """Connections a Base keeps for its searches, facts and status (StorePool): as many searches
@@ -51,81 +43,6 @@ of one base run at once, the service's default number of workers; more wait for 
 WARM_S = 120.0
 """How long `warm` waits for the words index to be read into memory; past it the new copy is
 served anyway, FTS5 answering by words until the index is read."""
-
-LANGUAGE_SAMPLE_CHUNKS = 256
-"""Chunks read to judge a base's languages: a share's error is then under ±3 points (√(¼/256)),
-far inside the 50 % a warning needs; a smaller base is read whole."""
-
-LANGUAGE_SAMPLE_CHARS = 600
-"""Characters read of each sampled chunk: about 100 words, enough to tell its language."""
-
-
-@dataclass(frozen=True)
-class BaseStatus:
-    name: str
-    path: str
-    kind: str
-    state: str  # Indexing or Waiting
-    sources: tuple[SourceInfo, ...]
-    documents: int
-    chunks: int
-    chunks_without_vector: int
-    kinds: dict[str, int]
-    embedding: str
-    reranker: str | None
-    chunk_size: int
-    last_indexing: dict[str, Any] | None
-    searches_per_day: dict[str, int]
-    warnings: tuple[Warning, ...] = ()  # what searches by meaning suffer (MODEL_LANGUAGE_MISMATCH)
-    read_only: bool = False
-    """Nothing is written to the base (`serve --read-only`, or a file that cannot be written):
-    no indexing, no facts, and its searches are not counted."""
-    published: Publication | None = None
-    """Which publication the file is, when it is a published copy (publish.py)."""
-
-
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-def _usable(method: Callable[Concatenate[Base, P], R]) -> Callable[Concatenate[Base, P], R]:
-    """BASE_DAMAGED, from the first time SQLite finds the file malformed, for every later call
-    too: a damaged base is never written again by this Base (reopen it once it is replaced)."""
-
-    @functools.wraps(method)
-    def guarded(self: Base, *args: P.args, **kwargs: P.kwargs) -> R:
-        if self._damaged is not None:
-            raise BaseDamaged(self._damaged)
-        try:
-            return method(self, *args, **kwargs)
-        except (apsw.Error, BaseDamaged) as exc:
-            found = connection.damage(exc, self.path)
-            if found is None:
-                failure = connection.read_failure(exc, self.path)  # an I/O error, said as such
-                if failure is None:
-                    raise
-                raise failure from exc
-            self._damaged = found.message
-            raise BaseDamaged(found.message) from exc
-
-    return guarded
-
-
-def _writes(method: Callable[Concatenate[Base, P], R]) -> Callable[Concatenate[Base, P], R]:
-    """BASE_READ_ONLY, before anything is done (not even BASE.lock made), for a write to a
-    read-only Base or to a published copy."""
-
-    @functools.wraps(method)
-    def guarded(self: Base, *args: P.args, **kwargs: P.kwargs) -> R:
-        if self.read_only or self.published:
-            what = "served read-only" if self.read_only else "a published copy"
-            raise BaseReadOnly(
-                f"base {self.name} is {what}: it is searched, never written; write to the "
-                "base it was published from, and publish it again"
-            )
-        return method(self, *args, **kwargs)
-
-    return guarded
 
 
 class Base:
@@ -156,7 +73,6 @@ class Base:
         --read-only`). Its connections all open at once, of one file (publish.open_copy)."""
         self.copy: publish.Copy | None = None
         """The file a read-only Base serves, as it was when it opened."""
-        self._handed: list[object] = []  # models a newer copy took over (take_models)
         self.warmed = False
         """What searches read is in memory (`warm` ran to its end)."""
         self._pool = StorePool(self.path, size=CONNECTIONS, opener=self._connect)
@@ -175,16 +91,11 @@ class Base:
         for store in (first, *spare):
             self._pool.adopt(store)
         self.name = name or self.path.stem
-        self._models_lock = threading.Lock()
-        self._embedder: Embedder | None = None
-        self._reranker: Reranker | None = None
+        self._models = BaseModels(self.workers)
         self._vectors = VectorIndex(self._spec_of(first).model_label)
         self._words = WordIndex(self._words_connection)  # its thread's own connection
-        self._pending_searches = 0
-        self._last_flush = time.monotonic()
-        self._count_lock = threading.Lock()
-        self._languages_lock = threading.Lock()
-        self._languages: tuple[tuple[int, int], languages.Profile] | None = None
+        self._counts = SearchCount()
+        self._languages = LanguageCache()
 
     @classmethod
     def open(
@@ -205,7 +116,7 @@ class Base:
             raise BaseDamaged(self._damaged)
         holder = getattr(self._local, "holder", None)
         if holder is None:
-            holder = self._local.holder = _ThreadStore(self._connect())
+            holder = self._local.holder = ThreadStore(self._connect())
             self._thread_stores.add(holder.store)
         return holder.store
 
@@ -230,9 +141,7 @@ class Base:
     def close(self) -> None:
         self._words.close()
         self._flush_counts(force=True)
-        for model in (self._embedder, self._reranker):
-            if model is not None and model not in self._handed:
-                model.close()
+        self._models.close()
         self._pool.close()
         for store in list(self._thread_stores):
             store.close()
@@ -264,7 +173,7 @@ class Base:
                 counts = store.counts()
                 empty = not counts["sources"] and not counts["documents"]
                 if empty:
-                    empty = _leave_wal(store)
+                    empty = store.leave_wal()
         self.close()
         if empty:
             self.path.unlink(missing_ok=True)
@@ -274,7 +183,7 @@ class Base:
     # -- spec -------------------------------------------------------------------------------
 
     @property
-    @_usable
+    @usable
     def spec(self) -> BaseSpec:
         """The base's spec, parsed once and again only after a write to the base (by this or
         another connection: `configure` here, an `index --chunk-size` elsewhere)."""
@@ -294,14 +203,14 @@ class Base:
         return self.spec.model_label
 
     @property
-    @_usable
+    @usable
     def notes_source(self) -> str:
         """The name of the base's notes source, set when the base was made (schema.py)."""
         with self._pool.borrow() as store:
             return store.notes_source()
 
-    @_writes
-    @_usable
+    @writes
+    @usable
     def configure(
         self,
         *,
@@ -316,49 +225,21 @@ class Base:
         vectors (never mixed vectors); chunk size and kind are set when the base is empty;
         `fusion` ("relative" or "rrf", fusion.py) may change at any time."""
         with self._pool.borrow() as store:
-            spec = self._spec_of(store)
-            changes: dict[str, Any] = {}
-            counts = store.counts()
-            if embedding is not None and dict(embedding) != dict(spec.embedding):
-                registry.check_embedding_spec(embedding)
-                new_label = registry.model_label(embedding)
-                if counts["vectors"] and new_label != spec.model_label and not reembed:
-                    raise InvalidRequest(
-                        f"the base's vectors were made by {spec.model_label}; to use {new_label} "
-                        "index with --reembed (every chunk is embedded again)"
-                    )
-                changes["embedding"] = dict(embedding)
-                changes["dimension"] = None
-            if reranker is not False:
-                registry.check_reranker_spec(reranker or None)
-                changes["reranker"] = dict(reranker) if reranker else None
-            if chunk_size is not None and chunk_size != spec.chunk_size:
-                if counts["chunks"]:
-                    raise InvalidRequest(
-                        "the chunk size is set when a base is created (it is not empty)"
-                    )
-                changes["chunk_size"] = check_chunk_size(chunk_size)
-            if kind is not None and kind != spec.kind:
-                if kind not in BASE_KINDS:
-                    raise InvalidRequest(f"unknown base kind {kind!r}: {', '.join(BASE_KINDS)}")
-                if counts["documents"]:
-                    raise InvalidRequest(
-                        "a base's kind is chosen when it is created (it is not empty)"
-                    )
-                changes["kind"] = kind
-            if fusion is not None and fusion != spec.fusion:
-                if fusion not in FUSIONS:
-                    raise InvalidRequest(f"unknown fusion {fusion!r}: {', '.join(FUSIONS)}")
-                changes["fusion"] = fusion
+            changes = spec_changes(
+                self._spec_of(store),
+                store.counts(),
+                embedding=embedding,
+                reranker=reranker,
+                chunk_size=chunk_size,
+                kind=kind,
+                reembed=reembed,
+                fusion=fusion,
+            )
             if not changes:
                 return
             store.set_spec(changes)
             label = self._spec_of(store).model_label
-        with self._models_lock:
-            for model in (self._embedder, self._reranker):
-                if model is not None:
-                    model.close()
-            self._embedder = self._reranker = None
+        self._models.forget()
         self._vectors = VectorIndex(label)
 
     # -- models -----------------------------------------------------------------------------
@@ -370,27 +251,38 @@ class Base:
         return self._embedder_of(self.spec)
 
     def _embedder_of(self, spec: BaseSpec) -> Embedder:
-        with self._models_lock:
-            if self._embedder is None:
-                self._embedder = _new_embedder(spec, self.workers)
-            return self._embedder
+        return self._models.embedder_of(spec)
 
     def reranker(self) -> Reranker | None:
         return self._reranker_of(self.spec)
 
     def _reranker_of(self, spec: BaseSpec) -> Reranker | None:
-        with self._models_lock:
-            if self._reranker is None and spec.reranker:
-                self._reranker = registry.reranker_from_spec(spec.reranker, workers=self.workers)
-            return self._reranker
+        return self._models.reranker_of(spec)
+
+    # The seams a test has into a Base: the models it uses, set before its first search.
+    @property
+    def _embedder(self) -> Embedder | None:
+        return self._models.embedder
+
+    @_embedder.setter
+    def _embedder(self, model: Embedder | None) -> None:
+        self._models.embedder = model
+
+    @property
+    def _reranker(self) -> Reranker | None:
+        return self._models.reranker
+
+    @_reranker.setter
+    def _reranker(self, model: Reranker | None) -> None:
+        self._models.reranker = model
 
     def prefixes(self) -> tuple[str, str]:
-        return _prefixes(self.spec)
+        return prefixes(self.spec)
 
     # -- sources and indexing ---------------------------------------------------------------
 
-    @_writes
-    @_usable
+    @writes
+    @usable
     def add_source(self, folder: str | Path, *, name: str | None = None) -> str:
         """Add a folder as a source (named after the folder unless named); returns its name.
         A folder that is a source already keeps its name; one inside a source, or holding
@@ -420,15 +312,15 @@ class Base:
             store.add_source(name, str(path))
         return name
 
-    @_usable
+    @usable
     def sources(self) -> tuple[SourceInfo, ...]:
         """The base's sources, in the order they were added, with their documents and chunks
         (the notes source, metis-<base>, has no folder)."""
         with self._pool.borrow() as store:
             return store.source_infos()
 
-    @_writes
-    @_usable
+    @writes
+    @usable
     def remove_source(self, name: str) -> int:
         """Remove a folder source with its documents (their chunks, words and vectors), in one
         transaction; returns the documents removed. SOURCE_NOT_FOUND for an unknown name,
@@ -436,8 +328,8 @@ class Base:
         with IndexerLock(self.path), self._pool.borrow() as writer:
             return writer.remove_source(name)
 
-    @_writes
-    @_usable
+    @writes
+    @usable
     def index(
         self,
         *,
@@ -461,7 +353,7 @@ class Base:
             def embedder() -> Embedder:
                 if workers is None or workers == self.workers:
                     return self._embedder_of(spec)
-                own.append(_new_embedder(spec, workers))  # this run's, on its own cores
+                own.append(new_embedder(spec, workers))  # this run's, on its own cores
                 return own[-1]
 
             try:
@@ -469,7 +361,7 @@ class Base:
                     writer,
                     spec,
                     embedder,
-                    document_prefix=_prefixes(spec)[1],
+                    document_prefix=prefixes(spec)[1],
                     reembed=reembed,
                     progress=progress,
                     workers=self.workers if workers is None else workers,
@@ -485,7 +377,7 @@ class Base:
             writer,
             lambda: self._embedder_of(spec),
             model=spec.model_label,
-            document_prefix=_prefixes(spec)[1],
+            document_prefix=prefixes(spec)[1],
             dimension=spec.dimension,
         )
         if dimension is not None and spec.dimension != dimension:
@@ -493,8 +385,8 @@ class Base:
 
     # -- facts ------------------------------------------------------------------------------
 
-    @_writes
-    @_usable
+    @writes
+    @usable
     def remember(
         self,
         text: str,
@@ -518,7 +410,7 @@ class Base:
             self._embed_missing(writer)
         return fact
 
-    @_usable
+    @usable
     def facts(
         self, *, offset: int = 0, limit: int = 50, holding: bool | None = None
     ) -> tuple[list[memory.Fact], int]:
@@ -527,7 +419,7 @@ class Base:
 
     # -- search -----------------------------------------------------------------------------
 
-    @_usable
+    @usable
     def search(
         self,
         question: str,
@@ -570,7 +462,7 @@ class Base:
                     words=self._words,
                     embedder=lambda: self._embedder_of(spec),
                     reranker=lambda: self._reranker_of(spec),
-                    query_prefix=_prefixes(spec)[0],
+                    query_prefix=prefixes(spec)[0],
                     fusion=spec.fusion or FUSION,
                     base=self.name,
                     memory_order=memory.holding_first if spec.is_memory else None,
@@ -582,37 +474,16 @@ class Base:
     def _count_search(self, store: Store) -> None:
         if self.read_only:
             return  # a reader writes nothing, not even a count
-        with self._count_lock:
-            self._pending_searches += 1
+        self._counts.add()
         self._flush_counts(store)
 
     def _flush_counts(self, store: Store | None = None, *, force: bool = False) -> None:
-        """Write the searches counted since the last flush: after a search only when
-        COUNT_FLUSH_S has passed and no other connection is writing (a search never waits on
-        a writer; the count waits for the next flush), and at close whatever it takes."""
-        with self._count_lock:
-            due = force or time.monotonic() - self._last_flush >= COUNT_FLUSH_S
-            if not due or not self._pending_searches or self._damaged is not None:
-                return
-            pending, self._pending_searches = self._pending_searches, 0
-            self._last_flush = time.monotonic()
-        try:
-            if store is not None:
-                written = store.count_searches(pending, wait=force)
-            else:
-                with self._pool.borrow() as borrowed:
-                    written = borrowed.count_searches(pending, wait=force)
-        except Exception:
-            written = False
-            if not force:
-                raise
-        if not written:
-            with self._count_lock:
-                self._pending_searches += pending
+        if self._damaged is None:
+            self._counts.flush(store, self._pool.borrow, force=force)
 
     # -- status -----------------------------------------------------------------------------
 
-    @_usable
+    @usable
     def status(self) -> BaseStatus:
         self._flush_counts(force=True)
         indexing = IndexerLock(self.path).held_elsewhere()
@@ -643,28 +514,15 @@ class Base:
                 warnings=(
                     *(w for w in (self._language_warning(store, spec),) if w is not None),
                     *keyword.index_warnings(store),
-                    *self._vector_warnings(spec, counts["chunks"], store, indexing=indexing),
+                    *vector_warnings(
+                        spec,
+                        counts["chunks"],
+                        store,
+                        lambda: self._embedder_of(spec),
+                        indexing=indexing,
+                    ),
                 ),
             )
-
-    def _vector_warnings(
-        self, spec: BaseSpec, chunks: int, store: Store, *, indexing: bool
-    ) -> tuple[Warning, ...]:
-        """CHUNKS_WITHOUT_VECTORS while chunks wait for their vectors (found by words only):
-        being embedded while a run is on, else until a run reaches the model; saying why when
-        the embedding model cannot even load (not installed: how to install)."""
-        waiting = chunks - store.chunks_with_vector(spec.model_label)
-        if waiting <= 0:
-            return ()
-        why = "found by words only until an index run reaches the embedding model"
-        if indexing:
-            why = "an index run is on: they are being embedded, found by words meanwhile"
-        try:
-            self._embedder_of(spec)
-        except ModelError as exc:
-            why = f"{exc.message}; found by words only until then"
-        message = f"{waiting} of {chunks} chunks have no vector yet: {why}"
-        return (Warning("CHUNKS_WITHOUT_VECTORS", message),)
 
     # -- a reader's copy --------------------------------------------------------------------
 
@@ -678,7 +536,7 @@ class Base:
         with self._pool.borrow() as store, store.snapshot():
             yield store
 
-    @_usable
+    @usable
     def served_copy(self) -> publish.Copy:
         """Which file this Base serves and the last indexing run it holds: a read-only Base's
         as it opened it, another's as its path is now."""
@@ -689,7 +547,7 @@ class Base:
                 copy = publish.Copy(self.path, state, False, store.publication())
             return publish.with_last_run(copy, store)
 
-    @_usable
+    @usable
     def warm(self, timeout_s: float = WARM_S) -> None:
         """Read into memory now what searches read (the vectors, the words index, the sample
         of languages), rather than in the first searches: a reader does it before it switches
@@ -704,20 +562,11 @@ class Base:
     def take_models(self, older: Base) -> None:
         """Use the models `older` made where this base names the same ones (a newer copy of
         the base `older` serves), so a switch loads none again; `older` leaves them open."""
-        mine, theirs = self.spec, older.spec
-        with older._models_lock, self._models_lock:
-            same = (mine.embedding, mine.dimension) == (theirs.embedding, theirs.dimension)
-            if same and older._embedder is not None and self._embedder is None:
-                self._embedder = older._embedder
-                older._handed.append(older._embedder)
-            if mine.reranker == theirs.reranker and older._reranker is not None:
-                if self._reranker is None:
-                    self._reranker = older._reranker
-                    older._handed.append(older._reranker)
+        self._models.take_from(older._models, self.spec, older.spec)
 
     # -- languages --------------------------------------------------------------------------
 
-    @_usable
+    @usable
     def language_profile(self) -> languages.Profile:
         """The scripts and languages of a sample of the base's chunks, made again only when
         chunks were added or removed (a search of an unchanged base pays one cached check)."""
@@ -725,55 +574,13 @@ class Base:
             return self._language_profile(store)
 
     def _language_profile(self, store: Store) -> languages.Profile:
-        generation = store.chunks_generation()
-        with self._languages_lock:
-            if self._languages is None or self._languages[0] != generation:
-                sample = store.chunk_sample(LANGUAGE_SAMPLE_CHUNKS, LANGUAGE_SAMPLE_CHARS)
-                self._languages = (generation, languages.profile_of(sample))
-            return self._languages[1]
+        return self._languages.profile(store)
 
-    def language_warning(self) -> Warning | None:
+    def language_warning(self) -> MetisWarning | None:
         """MODEL_LANGUAGE_MISMATCH when most of the base is text its embedding model does not
         read (languages.py); judged by the model's name, without loading or calling it."""
         with self._pool.borrow() as store:
             return self._language_warning(store, self._spec_of(store))
 
-    def _language_warning(self, store: Store, spec: BaseSpec) -> Warning | None:
-        model = spec.embedding.get("model") or spec.model_label
-        return languages.mismatch(self._language_profile(store), model)
-
-
-class _ThreadStore:
-    """Holds one thread's Store (in the Base's threading.local): when the thread ends, the
-    holder goes and its connection is closed with it."""
-
-    def __init__(self, store: Store) -> None:
-        self.store = store
-        weakref.finalize(self, store.close)
-
-
-def _new_embedder(spec: BaseSpec, workers: int | None) -> Embedder:
-    """The base's embedding model; an HTTP one is told the dimension the base's vectors have."""
-    embedding = dict(spec.embedding)
-    if spec.dimension and embedding.get("provider", "embedded") != "embedded":
-        embedding = {"dimension": spec.dimension, **embedding}
-    return registry.embedder_from_spec(embedding, workers=workers)
-
-
-def _prefixes(spec: BaseSpec) -> tuple[str, str]:
-    embedding = spec.embedding
-    return prefixes_for(
-        embedding.get("model") or spec.model_label,
-        query_prefix=embedding.get("query_prefix"),
-        document_prefix=embedding.get("document_prefix"),
-    )
-
-
-def _leave_wal(store: Store) -> bool:
-    """Switch the base out of WAL mode, which SQLite does (deleting the -wal and -shm) only
-    while this is the one connection open to it; False when another one is."""
-    try:
-        mode = store.db.execute("PRAGMA journal_mode = DELETE").fetchone()
-    except apsw.Error:
-        return False
-    return mode is not None and str(mode[0]).lower() == "delete"
+    def _language_warning(self, store: Store, spec: BaseSpec) -> MetisWarning | None:
+        return self._languages.warning(store, spec)

@@ -41,7 +41,7 @@ from metis_lite.models.base import Embedder
 from metis_lite.models.batching import allowed_cores
 from metis_lite.parse_pool import Parsed, ParseJob, ParsePool
 from metis_lite.pipeline import Embedding, Pipeline, Progress
-from metis_lite.records import Warning
+from metis_lite.records import MetisWarning
 from metis_lite.settings import EMBED_BATCH
 from metis_lite.spec import BaseSpec
 from metis_lite.store import Store, StoredDocument
@@ -84,7 +84,7 @@ class IndexReport:
     chunks: int = 0
     without_vector: int = 0
     seconds: float = 0.0
-    warnings: tuple[Warning, ...] = ()
+    warnings: tuple[MetisWarning, ...] = ()
     workers: int = 1
     """Processes that parsed the run's files (1: this process)."""
     words_seconds: float = 0.0
@@ -101,7 +101,7 @@ class _Tally:
     removed: int = 0
     unchanged: int = 0
     skipped: list[Skip] = field(default_factory=list)
-    warnings: list[Warning] = field(default_factory=list)
+    warnings: list[MetisWarning] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -172,7 +172,7 @@ def index(
                 )
             pipe.finish_words()
         if pool.fallback is not None:
-            tally.warnings.append(Warning(PARSE_WORKERS_UNAVAILABLE, pool.fallback))
+            tally.warnings.append(MetisWarning(PARSE_WORKERS_UNAVAILABLE, pool.fallback))
         pipe.finish_vectors()  # the workers have ended: their cores are the embedding's now
         if embedding.failure is not None:
             tally.warnings.append(_waiting_warning(embedding.failure, embedding.waiting()))
@@ -235,7 +235,7 @@ def _list_sources(store: Store, tally: _Tally) -> list[_Source]:
         link = _linked(root)
         if link is not None:
             tally.skipped.append(Skip(f"{source_name}/", f"{link}; its documents are kept"))
-            tally.warnings.append(Warning(SOURCE_IS_A_LINK, f"{source_name}: {link}"))
+            tally.warnings.append(MetisWarning(SOURCE_IS_A_LINK, f"{source_name}: {link}"))
             continue
         if not root.is_dir():
             reason = "source folder is missing" if not root.exists() else "source is not a folder"
@@ -456,7 +456,7 @@ def embed_missing(
     document_prefix: str,
     dimension: int | None,
     progress: Progress | None = None,
-) -> tuple[int, int | None, list[Warning]]:
+) -> tuple[int, int | None, list[MetisWarning]]:
     """Give a vector to every chunk lacking one of `model`, in batches, each batch committed.
 
     Returns (vectors written, the model's dimension, warnings). A model that fails stops the
@@ -482,8 +482,8 @@ def embed_missing(
     return embedding.written, embedding.dimension, warnings
 
 
-def _waiting_warning(failure: ModelError, waiting: int) -> Warning:
-    return Warning(
+def _waiting_warning(failure: ModelError, waiting: int) -> MetisWarning:
+    return MetisWarning(
         failure.code,
         f"{failure.message}: {waiting} chunks wait for their vectors (found by words until "
         "the next run)",

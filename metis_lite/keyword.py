@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from metis_lite.records import Filters, Hit, QuestionWords, Warning
+from metis_lite.records import Filters, Hit, MetisWarning, QuestionWords
 from metis_lite.settings import (
     COMMON_WORD_MIN_CHUNKS,
     COMMON_WORD_SHARE,
@@ -53,14 +53,14 @@ _SEARCH_FILTERED = (
 )
 
 
-WORDS_INDEX_OUTDATED = Warning(
+WORDS_INDEX_OUTDATED = MetisWarning(
     "WORDS_INDEX_OUTDATED",
     "the words' index was built by an older tokenizer: run `metis-lite index BASE` to rebuild "
     "it (Chinese, Japanese and Korean are found by words only after that)",
 )
 
 
-def index_warnings(store: Store) -> list[Warning]:
+def index_warnings(store: Store) -> list[MetisWarning]:
     """[WORDS_INDEX_OUTDATED] for a base whose words index predates today's word rules (it is
     searched by its own rules meanwhile, so nothing is found that was not before); else []."""
     return [WORDS_INDEX_OUTDATED] if store.words_outdated else []

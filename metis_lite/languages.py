@@ -31,10 +31,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from metis_lite.records import Warning
+from metis_lite.records import MetisWarning
 
 MOSTLY = 0.5
-"""A base is "mostly" unread when more than this share of its sampled letters is (issue 12)."""
+"""A base is "mostly" unread when more than this share of its sampled letters is."""
 
 MIN_LETTERS = 100
 """Fewer sampled letters than this (a sentence or two) say too little to judge a base by."""
@@ -287,7 +287,7 @@ def unread(profile: Profile, reads: Reads) -> dict[str, int]:
     return parts
 
 
-def mismatch(profile: Profile, model_name: str) -> Warning | None:
+def mismatch(profile: Profile, model_name: str) -> MetisWarning | None:
     """MODEL_LANGUAGE_MISMATCH when most of the profiled text is in scripts or languages the
     named model does not read; None for a model that reads it, or one we do not know."""
     coverage = coverage_of(model_name)
@@ -301,7 +301,7 @@ def mismatch(profile: Profile, model_name: str) -> Warning | None:
     ranked = sorted(parts.items(), key=lambda part: -part[1])
     named = [name for name, n in ranked[:3] if n >= NAMED_SHARE * total] or [ranked[0][0]]
     what = " and ".join(_part_name(name) for name in named)
-    return Warning(
+    return MetisWarning(
         "MODEL_LANGUAGE_MISMATCH",
         f"most of this base ({round(100 * share)} % of its letters) is {what}, which "
         f"{model_name} ({coverage.reads.label}) does not read: results by meaning are "

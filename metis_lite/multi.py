@@ -50,7 +50,7 @@ from metis_lite.connection import damage
 from metis_lite.errors import InvalidRequest, MetisError
 from metis_lite.fusion import Candidates, Fused, deepened
 from metis_lite.models.base import Embedder, Reranker
-from metis_lite.records import Filters, Result, Took, Warning
+from metis_lite.records import Filters, MetisWarning, Result, Took
 from metis_lite.search import (
     SearchContext,
     candidates,
@@ -148,7 +148,7 @@ class _Search:
         executor: Executor,
     ) -> None:
         self.bases, self.names, self.contexts, self.executor = bases, names, contexts, executor
-        self.warnings: list[list[Warning]] = [[] for _ in names]
+        self.warnings: list[list[MetisWarning]] = [[] for _ in names]
         self.took = [{"embed": 0.0, "dense": 0.0, "keyword": 0.0} for _ in names]
 
     def each(self, indexes: Sequence[int], step: Callable[[int], T]) -> list[T]:
@@ -357,9 +357,9 @@ def _shared(rerankers: Sequence[Reranker | None], live: Sequence[int]) -> bool:
     )
 
 
-def _not_shared(reranker: Reranker | None) -> Warning:
+def _not_shared(reranker: Reranker | None) -> MetisWarning:
     name = reranker.name if reranker is not None else "its reranker"
-    return Warning(
+    return MetisWarning(
         "RERANKER_NOT_SHARED",
         f"not every base searched has the reranker {name}: the reranker's scores do not compare "
         "across bases, so results are in the fused order",

@@ -159,7 +159,7 @@ class Result:
 
 
 @dataclass(frozen=True)
-class Warning:
+class MetisWarning:
     code: str
     message: str
 
@@ -180,7 +180,7 @@ class Took:
 class Answer:
     mode: str
     reranked: bool
-    warnings: tuple[Warning, ...]
+    warnings: tuple[MetisWarning, ...]
     took: Took
     results: tuple[Result, ...]
 

@@ -38,11 +38,11 @@ from metis_lite.records import (
     Fact,
     Filters,
     Hit,
+    MetisWarning,
     QuestionWords,
     Result,
     Scores,
     Took,
-    Warning,
     contextualize,
 )
 from metis_lite.settings import (
@@ -83,7 +83,9 @@ class SearchContext:
     memory_order: MemoryOrder | None = None
     facts_of: FactsOf | None = None
     base: str | None = None
-    language_warning: Callable[[], Warning | None] | None = None  # issue 12: model vs. base text
+    language_warning: Callable[[], MetisWarning | None] | None = (
+        None  # the model against the base's text
+    )
     words: WordIndex | None = None  # the base's words in memory (bm25.py), when it keeps them
 
 
@@ -194,7 +196,7 @@ class Prepared:
     mode: str
     filters: Filters
     asked: QuestionWords
-    warnings: tuple[Warning, ...]
+    warnings: tuple[MetisWarning, ...]
     query: np.ndarray | None = None
     """The question's vector; None: no search by meaning (keyword mode, or no model)."""
     allowed: np.ndarray | None = None
@@ -212,9 +214,11 @@ def prepare(
 ) -> Prepared:
     """The question made ready for one base: the empty states, the question's bound, the
     filters, Step 1 (timed into `took`) and the question's words."""
-    warnings: list[Warning] = list(_empty_states(ctx.store))
+    warnings: list[MetisWarning] = list(_empty_states(ctx.store))
     if not warnings and not question.strip():
-        warnings.append(Warning("EMPTY_QUESTION", "the question is empty: nothing to search for"))
+        warnings.append(
+            MetisWarning("EMPTY_QUESTION", "the question is empty: nothing to search for")
+        )
     if warnings:
         return Prepared(question, mode, filters, QuestionWords(), tuple(warnings), nothing=True)
     # The question's words, read once by the base's own word rules (a base of older rules is
@@ -222,19 +226,19 @@ def prepare(
     question, cut, words = _bounded(question, ctx.store.words_version)
     warnings += [cut] if cut is not None else []
     allowed = ctx.store.filtered_chunk_ids(filters) if filters.active else None
-    # Issue 15: filters that keep nothing say so (an unknown source, a prefix of no document).
+    # Filters that keep nothing say so (an unknown source, a prefix of no document).
     unknown = set(filters.sources) - {name for _, name, _ in ctx.store.sources()}
     if unknown or (allowed is not None and not allowed.size):
         names = ", ".join(sorted(unknown))
         what = f"no source is named {names}" if unknown else "no document matches the filters"
-        warnings.append(Warning("NO_MATCHING_DOCUMENTS", what))
+        warnings.append(MetisWarning("NO_MATCHING_DOCUMENTS", what))
 
     # Step 1. Embed the question.
     clock = _Clock()
     query = None
     if mode in ("hybrid", "dense"):
         query = _embed_question(ctx, question, mode, warnings)
-    if query is not None and ctx.language_warning is not None:  # issue 12: said when it ranks
+    if query is not None and ctx.language_warning is not None:  # said when it ranks by meaning
         warnings += [w for w in (ctx.language_warning(),) if w is not None]
     took["embed"] = clock.lap() if mode != "keyword" else 0.0  # a step that did not run: 0
 
@@ -324,7 +328,7 @@ def rerank_pool(
     reranker: Reranker,
     question: str,
     pool: Sequence[Hit],
-    warnings: list[Warning],
+    warnings: list[MetisWarning],
 ) -> dict[int, float] | None:
     """Step 5 for one base: the reranker's score of each chunk of `pool` the base still holds
     (never a chunk gone since); None, with the warning, when the reranker failed."""
@@ -334,20 +338,20 @@ def rerank_pool(
         scores = reranker.score(question, [_rerank_text(rows[h.chunk_id]) for h in kept])
     except ModelError as exc:
         warnings.append(
-            Warning("RERANKER_UNAVAILABLE", f"{exc.message}: results in the fused order")
+            MetisWarning("RERANKER_UNAVAILABLE", f"{exc.message}: results in the fused order")
         )
         return None
     return {hit.chunk_id: float(s) for hit, s in zip(kept, scores, strict=True)}
 
 
-def bounded_question(question: str, *, version: int = VERSION) -> tuple[str, Warning | None]:
+def bounded_question(question: str, *, version: int = VERSION) -> tuple[str, MetisWarning | None]:
     """The question up to its QUESTION_WORDS_MAX-th distinct word by the word rules `version`,
     and the warning that says what was left out (None when nothing was)."""
     kept, cut, _ = _bounded(question, version)
     return kept, cut
 
 
-def _bounded(question: str, version: int) -> tuple[str, Warning | None, tuple[str, ...]]:
+def _bounded(question: str, version: int) -> tuple[str, MetisWarning | None, tuple[str, ...]]:
     """bounded_question, and the distinct words kept, in order: the one reading of the
     question's words that the rest of the search uses."""
     seen: dict[str, None] = {}
@@ -358,7 +362,7 @@ def _bounded(question: str, version: int) -> tuple[str, Warning | None, tuple[st
             kept = question[:start].rstrip()
             return (
                 kept,
-                Warning(
+                MetisWarning(
                     "QUESTION_CUT",
                     f"the question has more than {QUESTION_WORDS_MAX} distinct words: it was "
                     f"searched up to its {QUESTION_WORDS_MAX}th ({len(kept)} of "
@@ -370,7 +374,7 @@ def _bounded(question: str, version: int) -> tuple[str, Warning | None, tuple[st
     return question, None, tuple(seen)
 
 
-def _empty_states(store: Store) -> list[Warning]:
+def _empty_states(store: Store) -> list[MetisWarning]:
     """The spec's empty states: nothing indexed yet; the sources hold nothing a base reads."""
     counts = store.counts()
     if counts["chunks"]:
@@ -378,17 +382,17 @@ def _empty_states(store: Store) -> list[Warning]:
     run = store.last_run()
     if run is not None and run["state"] == "done" and counts["documents"] == 0:
         return [
-            Warning(
+            MetisWarning(
                 "NO_DOCUMENTS",
                 "nothing is indexed: the sources hold no document metis-lite reads "
                 f"({', '.join(KINDS)})",
             )
         ]
     state = "being built" if run is not None and run["state"] == "running" else "empty"
-    return [Warning("NOTHING_INDEXED_YET", f"nothing is indexed yet: the index is {state}")]
+    return [MetisWarning("NOTHING_INDEXED_YET", f"nothing is indexed yet: the index is {state}")]
 
 
-def _embed_question(ctx: SearchContext, question: str, mode: str, warnings: list[Warning]):
+def _embed_question(ctx: SearchContext, question: str, mode: str, warnings: list[MetisWarning]):
     ctx.vectors.sync(ctx.store)
     chunk_count = ctx.store.counts()["chunks"]
     if ctx.vectors.count == 0:
@@ -399,7 +403,7 @@ def _embed_question(ctx: SearchContext, question: str, mode: str, warnings: list
             message = f"no chunk has a vector yet: {exc.message}"
         if mode == "dense":
             raise EmbeddingModelUnavailable(f"{message}: a search by meaning cannot answer")
-        warnings.append(Warning("NO_VECTORS", f"{message}: results by keywords"))
+        warnings.append(MetisWarning("NO_VECTORS", f"{message}: results by keywords"))
         return None
     try:
         query = ctx.embedder().embed([ctx.query_prefix + question])[0]
@@ -409,7 +413,7 @@ def _embed_question(ctx: SearchContext, question: str, mode: str, warnings: list
                 f"{exc.message}: a search by meaning needs its embedding model"
             ) from exc
         warnings.append(
-            Warning("EMBEDDING_MODEL_UNAVAILABLE", f"{exc.message}: results by keywords only")
+            MetisWarning("EMBEDDING_MODEL_UNAVAILABLE", f"{exc.message}: results by keywords only")
         )
         return None
     if ctx.vectors.dimension is not None and query.shape[0] != ctx.vectors.dimension:
@@ -420,13 +424,13 @@ def _embed_question(ctx: SearchContext, question: str, mode: str, warnings: list
         if mode == "dense":
             raise EmbeddingModelUnavailable(message)
         warnings.append(
-            Warning("EMBEDDING_MODEL_UNAVAILABLE", f"{message}: results by keywords only")
+            MetisWarning("EMBEDDING_MODEL_UNAVAILABLE", f"{message}: results by keywords only")
         )
         return None
     missing = chunk_count - ctx.vectors.count
     if missing > 0:
         warnings.append(
-            Warning(
+            MetisWarning(
                 "CHUNKS_WITHOUT_VECTORS",
                 f"{missing} of {chunk_count} chunks have no vector yet "
                 f"({_why_without_vectors(ctx.store)}): they are found by words only",
@@ -454,13 +458,13 @@ def _in_snapshot(store: Store, hits: list[Hit]) -> list[Hit]:
     return [Hit(hit.chunk_id, hit.score, rank) for rank, hit in enumerate(kept, start=1)]
 
 
-def reranker_of(ctx: SearchContext, warnings: list[Warning]) -> Reranker | None:
+def reranker_of(ctx: SearchContext, warnings: list[MetisWarning]) -> Reranker | None:
     """The base's reranker; None when it has none, or, with the warning, when it fails."""
     try:
         return ctx.reranker()
     except ModelError as exc:
         warnings.append(
-            Warning("RERANKER_UNAVAILABLE", f"{exc.message}: results in the fused order")
+            MetisWarning("RERANKER_UNAVAILABLE", f"{exc.message}: results in the fused order")
         )
         return None
 

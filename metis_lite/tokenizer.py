@@ -358,7 +358,7 @@ def declared_version(sql: str) -> int:
 
 
 def _fts5_tokenizer(connection: apsw.Connection, args: list[str]) -> apsw.Tokenizer:
-    """FTS5 tokenizer factory: bare tokens for documents (faster, MEASURED.md), offsets for queries.
+    """FTS5 tokenizer factory: bare tokens for documents (1.7× faster to insert than with offsets), offsets for queries.
 
     The table's declaration chooses the rules: `tokenize='metis'` version 1, 'metis 2' version 2.
     """

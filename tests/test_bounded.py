@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import words_only_base
 
-from metis_lite import base as base_module
-from metis_lite import connection
+from metis_lite import base_models, connection
 from metis_lite.multi import search_bases
 from metis_lite.store import Store
 
@@ -84,7 +83,7 @@ def test_a_search_counts_itself_without_waiting_for_a_writer(two_bases, monkeypa
     answer (each would wait up to the busy timeout, 60 s here, if its count waited), and the
     counts they kept for later are written once the writer is done: none is lost."""
     base = two_bases[0]
-    monkeypatch.setattr(base_module, "COUNT_FLUSH_S", 0.0)  # every search tries to write
+    monkeypatch.setattr(base_models, "COUNT_FLUSH_S", 0.0)  # every search tries to write
     monkeypatch.setattr(connection, "BUSY_TIMEOUT_MS", 60_000)
     before = sum(base.status().searches_per_day.values())
     holding, release = threading.Event(), threading.Event()

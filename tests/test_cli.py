@@ -328,7 +328,7 @@ def test_a_model_option_without_its_provider_is_refused_before_a_base_is_made(tm
     assert not (tmp_path / "new.db").exists()
 
 
-# -- plain output (issue 15) ----------------------------------------------------------------
+# -- plain output ----------------------------------------------------------------------------
 
 
 def score_lines(stdout: str) -> list[str]:

@@ -1,6 +1,6 @@
 """The CLI's human output shows control characters and bidirectional overrides escaped —
 visible, never obeyed by the terminal — wherever the text came from (a title, a file name, a
-passage, a fact); `--json` keeps the text exact. Issue 14, item 5."""
+passage, a fact); `--json` keeps the text exact."""
 
 from __future__ import annotations
 

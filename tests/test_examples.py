@@ -1,4 +1,4 @@
-"""Every example command runs as written from a clone of metis-lite (issue 15).
+"""Every example command runs as written from a clone of metis-lite.
 
 What is an example: a line that starts with `metis-lite` (or `$ metis-lite`) in a code block
 (fenced or indented) of README.md or docs/*.md, a `\\` continuing it; an inline `metis-lite …`

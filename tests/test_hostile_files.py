@@ -1,6 +1,6 @@
 """A source folder that holds anything at all: each hostile name or file is skipped with its
 reason, the run goes on and indexes the rest, and what is read is what was checked (a file
-swapped for a link during a run is never read). Issue 14, item 1."""
+swapped for a link during a run is never read)."""
 
 from __future__ import annotations
 

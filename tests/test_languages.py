@@ -1,4 +1,4 @@
-"""Scripts and languages of a base's text against what its embedding model reads (issue 12):
+"""Scripts and languages of a base's text against what its embedding model reads:
 letters by script in many scripts, English told from other Latin-script languages on real
 paragraphs, the model table, and MODEL_LANGUAGE_MISMATCH on real bases, in search and status.
 

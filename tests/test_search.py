@@ -204,7 +204,7 @@ def test_filters_apply_before_ranking(example_base, mode):
 
 @pytest.mark.parametrize("mode", ["hybrid", "keyword"])
 def test_prefix_as_results_show_it(example_base, mode):
-    """Issue 15: `source/path/` (as results show it) keeps what `path/` keeps."""
+    """`source/path/` (as results show it) keeps what `path/` keeps."""
     source = example_base.search("policy", mode=mode).results[0].citation.source
     inside = example_base.search("policy", mode=mode, filters=Filters(path_prefix="policies/"))
     shown = example_base.search(

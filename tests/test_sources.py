@@ -1,6 +1,5 @@
 """Sources: no file indexed twice, each listed with what it holds, one removed with its
-documents; a command that fails before it writes leaves no new base; a memory needs no folder.
-Issue 14, items 2 and 3."""
+documents; a command that fails before it writes leaves no new base; a memory needs no folder."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """One home for a run and a typed spec: ingest.index does an indexing run and reports it; a
-base's spec is a frozen BaseSpec parsed once, a newer or damaged one refused. Issue 14, item 6."""
+base's spec is a frozen BaseSpec parsed once, a newer or damaged one refused."""
 
 from __future__ import annotations
 

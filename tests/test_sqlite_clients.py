@@ -36,7 +36,7 @@ needs_shell = pytest.mark.skipif(
 )
 
 SERVED_S = 7.0
-"""How long the clients run beside the service: past base.COUNT_FLUSH_S (5 s), so search
+"""How long the clients run beside the service: past base_models.COUNT_FLUSH_S (5 s), so search
 counts are written while the shell reads."""
 
 http = httpx.Client(timeout=60)

@@ -129,7 +129,7 @@ def test_search_counts_hold_no_question(tmp_path):
     assert list(store.search_counts().values()) == [3]
 
 
-# The words index of a base made before word rules version 2 (issue 12): read by its own rules
+# The words index of a base made before word rules version 2: read by its own rules
 # until `index` rebuilds it, in one transaction, without embedding anything again.
 
 VERSION_1_WORDS = """CREATE VIRTUAL TABLE chunks_fts USING fts5(

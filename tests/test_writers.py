@@ -1,6 +1,6 @@
 """Writers at the same moment: every write goes through the Store, takes the write lock before
 it reads and waits its turn within the busy timeout; facts written together all succeed and
-one holds per key; a full disk is DISK_FULL; a fact from the future is refused. Issue 14, item 4."""
+one holds per key; a full disk is DISK_FULL; a fact from the future is refused."""
 
 from __future__ import annotations
 

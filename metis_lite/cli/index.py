@@ -12,7 +12,7 @@ from typing import Any
 from metis_lite.cli.common import add_command, print_json, say, warn
 from metis_lite.cli.progress import PROGRESS_INTERVAL_S, IndexProgress
 from metis_lite.errors import EXIT_MODEL, InvalidRequest, MetisError, ModelError
-from metis_lite.records import Warning
+from metis_lite.records import MetisWarning
 from metis_lite.settings import EMBEDDED_MODEL, EMBEDDED_MODELS, FUSIONS
 
 
@@ -163,7 +163,7 @@ def _interval() -> float:
     return interval
 
 
-def model_failed(warnings: Iterable[Warning]) -> bool:
+def model_failed(warnings: Iterable[MetisWarning]) -> bool:
     return any(w.code in MODEL_CODES for w in warnings)
 
 

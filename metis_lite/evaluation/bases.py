@@ -21,7 +21,7 @@ from metis_lite.base import Base
 from metis_lite.errors import InvalidRequest
 from metis_lite.evaluation import beir
 from metis_lite.ingest import Progress
-from metis_lite.records import Warning
+from metis_lite.records import MetisWarning
 
 SPEC_KEY = "eval_corpus"
 """The base's spec entry recording which corpus it was built from."""
@@ -37,7 +37,7 @@ class BaseChoice:
     path: Path
     where: str  # "given", "beside the evalset" or "in the temp dir"
     built: bool  # its documents were indexed by this run (not reused)
-    warnings: tuple[Warning, ...] = ()
+    warnings: tuple[MetisWarning, ...] = ()
 
 
 def corpus_folder(base_path: Path) -> Path:

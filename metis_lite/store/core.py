@@ -158,3 +158,12 @@ class StoreCore:
                 self.db.execute("ROLLBACK")
             except apsw.Error:
                 pass
+
+    def leave_wal(self) -> bool:
+        """Switch the base out of WAL mode, which SQLite does (deleting the -wal and -shm) only
+        while this is the one connection open to it; False when another one is."""
+        try:
+            mode = self.db.execute("PRAGMA journal_mode = DELETE").fetchone()
+        except apsw.Error:
+            return False
+        return mode is not None and str(mode[0]).lower() == "delete"

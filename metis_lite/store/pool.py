@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -96,3 +97,12 @@ class StorePool:
             self._changed.notify_all()
         for store in idle:
             store.close()
+
+
+class ThreadStore:
+    """Holds one thread's Store (in a Base's threading.local): when the thread ends, the holder
+    goes and its connection is closed with it."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        weakref.finalize(self, store.close)
