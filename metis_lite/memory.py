@@ -43,12 +43,23 @@ INVISIBLE = frozenset(("Cc", "Cf", "Cs", "Co", "Cn", "Zs", "Zl", "Zp"))
 """Unicode categories that show nothing: controls (NUL), formats (zero-width space), surrogates,
 private use, unassigned, separators. Text made only of them is no fact, subject or key."""
 
+MARKS = frozenset(("Mn", "Mc", "Me"))
+"""Combining marks: drawn on the character before them, so text of marks alone shows no
+character of its own (a lone U+0301, variation selectors, Mongolian free variation selectors)."""
+
+BLANKS = frozenset((0x115F, 0x1160, 0x3164, 0xFFA0, 0x2800))
+"""Characters of visible categories that draw nothing: the Hangul fillers (letters that Unicode
+marks Default_Ignorable_Code_Point) and the braille pattern blank (a symbol with no dot)."""
+
 _TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
 
 def visible(text: str) -> bool:
-    """True when the text holds at least one character a reader sees."""
-    return any(unicodedata.category(c) not in INVISIBLE for c in text)
+    """True when the text holds at least one character a reader sees: not of an INVISIBLE
+    category, not a combining mark (MARKS) and not one of the BLANKS."""
+    return any(
+        ord(c) not in BLANKS and unicodedata.category(c) not in INVISIBLE | MARKS for c in text
+    )
 
 
 def _written(moment: datetime) -> str:

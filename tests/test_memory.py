@@ -153,6 +153,11 @@ def test_a_late_import_is_replaced_at_the_time_the_fact_replacing_it_was_stated(
         ({"text": "   "}, "needs some text"),
         ({"text": "\x00\x00"}, "needs some text"),  # NUL only: nothing a reader sees
         ({"text": "\u200b\u2028\x1b"}, "needs some text"),  # zero-width, separator, ESC
+        ({"text": "\u3164\u115f\uffa0"}, "needs some text"),  # Hangul fillers: draw nothing
+        ({"text": "\u2800 \u2800"}, "needs some text"),  # braille blanks
+        ({"text": "\u0301"}, "needs some text"),  # a combining mark alone
+        ({"text": "\ufe0f\U000e0101"}, "needs some text"),  # variation selectors
+        ({"text": "x", "subject": "\u3164"}, "subject"),
         ({"text": "x", "subject": "\x00"}, "subject"),
         ({"text": "x", "key": "\u200b"}, "key"),
         ({"text": "x", "stated_at": "0999-06-01"}, "year 1000"),
