@@ -7,7 +7,8 @@
     Step 4. Fuse the two lists: by score relative to each list's best (the default), or by rank,
             Σ 1/(60 + rank) (`fusion: rrf`, the spec's); see fusion.py.
     Step 5. Rerank the best clamp(3 × top_k, 20, 50) fused candidates, when the base has a reranker.
-    Step 6. Memories: facts that still hold before facts a newer one replaced.
+    Step 6. Memories: facts that still hold before facts a newer one replaced (among the first
+            HOLDING_WINDOW fused places, whatever top_k).
     Step 7. Cite the top_k: text, citation with snippet, scores at every step.
 
 Each step times itself into `took`. What a step could not do becomes a warning, never a
@@ -50,6 +51,7 @@ from metis_lite.settings import (
     CANDIDATES_PER_RESULT,
     FUSION,
     FUSIONS,
+    HOLDING_WINDOW,
     KINDS,
     MODES,
     QUESTION_WORDS_MAX,
@@ -149,14 +151,17 @@ def search(
     # Steps 2–4. By meaning, by words, fused: each list is read deeper while the places this
     # search returns could still change (fusion.deepened).
     read = took["dense"] + took["keyword"]
+    memory = ctx.memory_order is not None
     found, ranking = deepened(
         lambda depth: [lists(ctx, ready, depth, took, scored=fusion == "relative")],
-        depth=candidates(top_k),
-        need=places_needed(top_k, reranker is not None),
+        depth=first_depth(top_k, memory=memory),
+        need=places_needed(top_k, reranker is not None, memory=memory),
         fusion=fusion,
     )
     fused = [f.hit for f in ranking.hits]
-    took["fuse"] = round(max(0.0, clock.lap() - (took["dense"] + took["keyword"] - read)), 3)
+    fusing = clock.lap() - (took["dense"] + took["keyword"] - read)
+    fused_two = ready.mode == "hybrid" and ready.query is not None  # one list: nothing is fused
+    took["fuse"] = round(max(0.0, fusing), 3) if fused_two else 0.0
 
     # Step 5. Rerank.
     rerank_scores: dict[int, float] = {}
@@ -318,9 +323,18 @@ def lists(
     )
 
 
-def places_needed(top_k: int, reranking: bool) -> int:
-    """The fused places a search reads: its top_k, and the reranker's candidates."""
-    return max(top_k, rerank_count(top_k)) if reranking else top_k
+def first_depth(top_k: int, *, memory: bool = False) -> int:
+    """How deep each list is read first: candidates(top_k); with a memory base, as deep as for
+    the HOLDING_WINDOW places Step 6 reorders, whatever top_k (the same lists, and under rrf the
+    same fused scores, for every top_k)."""
+    return candidates(max(top_k, HOLDING_WINDOW) if memory else top_k)
+
+
+def places_needed(top_k: int, reranking: bool, *, memory: bool = False) -> int:
+    """The fused places a search reads: its top_k, the reranker's candidates, and with a
+    memory base the HOLDING_WINDOW places Step 6 reorders."""
+    need = max(top_k, rerank_count(top_k)) if reranking else top_k
+    return max(need, HOLDING_WINDOW) if memory else need
 
 
 def rerank_pool(

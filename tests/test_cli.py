@@ -517,9 +517,10 @@ def test_took_says_zero_for_the_steps_a_search_did_not_run(example_base_file):
     words = json.loads(cli("search", base, "vacation", "--mode", "keyword", "--json").stdout)
     assert words["took"]["embed"] == 0 and words["took"]["dense"] == 0
     assert words["took"]["keyword"] > 0 and words["took"]["rerank"] == 0
+    assert words["took"]["fuse"] == 0  # one list: nothing was fused
     meaning = json.loads(cli("search", base, "vacation", "--mode", "dense", "--json").stdout)
     assert meaning["took"]["embed"] > 0 and meaning["took"]["dense"] > 0
-    assert meaning["took"]["keyword"] == 0
+    assert meaning["took"]["keyword"] == 0 and meaning["took"]["fuse"] == 0
     both = json.loads(cli("search", base, "vacation", "--json").stdout)
     assert all(both["took"][step] > 0 for step in ("embed", "dense", "keyword", "fuse"))
 

@@ -356,7 +356,27 @@ def test_evaluation_file_on_an_existing_base_by_page_line_and_document(tmp_path)
         report = evaluate(base, evalset, modes=("keyword",))
     keyword = report.modes[0]
     assert keyword.recall_k == 0.75 and keyword.mrr == 0.75  # three found first, one missing
-    assert any("nowhere/moon.md" in w and "not in the base" in w for w in report.warnings)
+    (warning,) = report.warnings
+    assert warning.code == "EXPECTED_NOT_IN_BASE"
+    assert "nowhere/moon.md" in warning.message and "not in the base" in warning.message
+
+
+def test_eval_save_gives_each_warning_its_code(tmp_path):
+    """What a saved set leaves out, and what the base lacks, each said with its code."""
+    base_path = tmp_path / "handbook.db"
+    with words_only_base(base_path, EXAMPLES) as base:
+        base.index()
+    folder = write_beir(tmp_path / "beir")
+    with (folder / "queries.jsonl").open("a", encoding="utf-8") as out:
+        out.write(json.dumps({"_id": "blank", "text": "  "}) + "\n")
+    with (folder / "qrels" / "test.tsv").open("a", encoding="utf-8") as out:
+        out.write("blank\td1\t1\ngone\td1\t1\n")  # one without text, one not in queries
+    said = json.loads(eval_cli("save", str(base_path), "b", str(folder), "--json").stdout)
+    codes = sorted(w["code"] for w in said["warnings"])
+    assert codes == ["EXPECTED_NOT_IN_BASE", "QUESTIONS_LEFT_OUT", "QUESTIONS_LEFT_OUT"]
+    human = eval_cli("save", str(base_path), "b", str(folder)).stderr.splitlines()
+    assert sorted(line.split(":")[1].strip() for line in human) == codes
+    assert "warning: QUESTIONS_LEFT_OUT: 1 judged queries have no text (left out)" in human
 
 
 def test_a_page_or_line_elsewhere_in_the_document_does_not_count(tmp_path):
@@ -406,7 +426,10 @@ def test_save_then_run_again_shows_the_change_and_the_spec(tmp_path):
     assert (said["questions"], said["expected"], said["in_base"]) == (4, 4, 3)  # no moon.md
     assert said["replaced"] is False
     again = eval_cli("save", str(base_path), "smoke", str(handbook_set(tmp_path)))
-    assert "warning: 1 expected answer is not in the base yet" in again.stderr
+    assert said["warnings"] == [
+        {"code": "EXPECTED_NOT_IN_BASE", "message": "1 expected answer is not in the base yet"}
+    ]
+    assert "warning: EXPECTED_NOT_IN_BASE: 1 expected answer is not in the base yet" in again.stderr
     assert again.stdout.splitlines() == [
         f"replaced the evaluation set 'smoke' in {base_path}: 4 questions, 4 expected answers"
         " (3 in the base); its earlier runs are kept",

@@ -128,6 +128,8 @@ def _save(args: argparse.Namespace, base_path: str, name: str, evalset_path: str
     from metis_lite.evaluation import beir, saved
     from metis_lite.evaluation.report import counted
     from metis_lite.evaluation.runner import resolve
+    from metis_lite.evaluation.sets import EXPECTED_NOT_IN_BASE
+    from metis_lite.records import MetisWarning
 
     path = Path(evalset_path)
     evalset = beir.read_questions(path) if beir.is_beir(path) else _read_file(path)
@@ -139,7 +141,8 @@ def _save(args: argparse.Namespace, base_path: str, name: str, evalset_path: str
     warnings = list(evalset.warnings)
     if missing:
         are = "is" if len(missing) == 1 else "are"
-        warnings.append(f"{counted(len(missing), 'expected answer')} {are} not in the base yet")
+        said = f"{counted(len(missing), 'expected answer')} {are} not in the base yet"
+        warnings.append(MetisWarning(EXPECTED_NOT_IN_BASE, said))
     if args.json:
         print_json(
             {
@@ -149,7 +152,7 @@ def _save(args: argparse.Namespace, base_path: str, name: str, evalset_path: str
                 "expected": len(expected),
                 "in_base": len(expected) - len(missing),
                 "replaced": replaced,
-                "warnings": warnings,
+                "warnings": [{"code": w.code, "message": w.message} for w in warnings],
             }
         )
         return 0
@@ -162,7 +165,7 @@ def _save(args: argparse.Namespace, base_path: str, name: str, evalset_path: str
     )
     say(f"nothing was searched yet; run it with: metis-lite eval run {base_path} {name}")
     for warning in warnings:
-        warn(f"warning: {warning}")
+        warn(f"warning: {warning.code}: {warning.message}")
     return 0
 
 

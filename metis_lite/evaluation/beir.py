@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from metis_lite.errors import InvalidRequest
-from metis_lite.evaluation.sets import EvalSet, Expected, Question
+from metis_lite.evaluation.sets import QUESTIONS_LEFT_OUT, EvalSet, Expected, Question
+from metis_lite.records import MetisWarning
 
 LAYOUT_VERSION = 1
 """Bumped whenever the way records are written out changes (a base built before is rebuilt)."""
@@ -161,9 +162,12 @@ def read_questions(folder: Path) -> EvalSet:
         raise InvalidRequest(f"{qrels_path} judges no query of {folder / 'queries.jsonl'}")
     warnings = []
     if missing:
-        warnings.append(f"{missing} judged queries are not in queries.jsonl (left out)")
+        said = f"{missing} judged queries are not in queries.jsonl (left out)"
+        warnings.append(MetisWarning(QUESTIONS_LEFT_OUT, said))
     if empty:
-        warnings.append(f"{empty} judged queries have no text (left out)")
+        warnings.append(
+            MetisWarning(QUESTIONS_LEFT_OUT, f"{empty} judged queries have no text (left out)")
+        )
     return EvalSet(folder.name, "beir", str(folder), tuple(questions), tuple(warnings))
 
 

@@ -25,7 +25,9 @@ def to_json(report: EvalReport, evalset: EvalSet, base: Base, choice: BaseChoice
     """The report as `--json` prints it."""
     status = base.store.counts()
     spec = saved.spec_snapshot(base)
-    warnings: list[dict[str, Any]] = [{"message": w} for w in report.warnings]
+    warnings: list[dict[str, Any]] = [
+        {"code": w.code, "message": w.message} for w in report.warnings
+    ]
     warnings += [{"code": w.code, "message": w.message} for w in choice.warnings]
     for mode in report.modes:
         warnings += [

@@ -31,8 +31,8 @@ from metis_lite.base import Base
 from metis_lite.errors import InvalidRequest, ModelError
 from metis_lite.evaluation import metrics
 from metis_lite.evaluation.metrics import Judged
-from metis_lite.evaluation.sets import EvalSet, Expected
-from metis_lite.records import Answer
+from metis_lite.evaluation.sets import EXPECTED_NOT_IN_BASE, EvalSet, Expected
+from metis_lite.records import Answer, MetisWarning
 from metis_lite.search import candidates
 from metis_lite.settings import FUSIONS, MODES, TOP_K, TOP_K_MAX
 
@@ -113,7 +113,7 @@ class EvalReport:
     modes: tuple[ModeReport, ...]
     skipped: tuple[Skipped, ...]
     comparisons: tuple[Comparison, ...]
-    warnings: tuple[str, ...]
+    warnings: tuple[MetisWarning, ...]
     missed: tuple[Missed, ...] = ()
 
     def metrics(self) -> dict[str, dict[str, float | int]]:
@@ -180,11 +180,12 @@ def evaluate(
     holders, missing = resolve(base, {e for q in questions for e in q.expected})
     if missing:
         names = sorted(e.label() for e in missing)
-        warnings.append(
+        message = (
             f"{len(names)} expected items are not in the base (they count as not found): "
             + ", ".join(names[:5])
             + (" …" if len(names) > 5 else "")
         )
+        warnings.append(MetisWarning(EXPECTED_NOT_IN_BASE, message))
     per_question = [_items_by_chunk(q.expected, holders) for q in questions]
     grades = [tuple(e.grade for e in q.expected) for q in questions]
 

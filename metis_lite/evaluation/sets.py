@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from metis_lite.errors import InvalidRequest
+from metis_lite.records import MetisWarning
 
 QUESTION_CHARS_MAX = 10_000
 """A question longer than this is a mistake in the file, not a question."""
@@ -60,6 +61,12 @@ class Question:
         return {"question": self.text, "expected": [e.to_json() for e in self.expected]}
 
 
+QUESTIONS_LEFT_OUT = "QUESTIONS_LEFT_OUT"
+"""The warning of a set read with questions it could not ask (judged, but without their text)."""
+EXPECTED_NOT_IN_BASE = "EXPECTED_NOT_IN_BASE"
+"""The warning of expected answers the base does not hold (they count as not found)."""
+
+
 @dataclass(frozen=True)
 class EvalSet:
     """Questions to ask a base, and where they came from."""
@@ -68,7 +75,8 @@ class EvalSet:
     kind: str  # "beir", "jsonl" or "saved"
     origin: str  # the folder or file it was read from, or the base it is saved in
     questions: tuple[Question, ...]
-    warnings: tuple[str, ...] = ()
+    warnings: tuple[MetisWarning, ...] = ()
+    """What reading it left out (QUESTIONS_LEFT_OUT)."""
 
 
 def read_jsonl(path: str | Path) -> EvalSet:
