@@ -301,3 +301,27 @@ def test_the_publish_command(tmp_path):
     missing = metis("publish", str(tmp_path / "nope.db"), str(tmp_path / "x.db"))
     assert missing.returncode == 2 and "BASE_NOT_FOUND" in missing.stderr
     assert not os.path.exists(tmp_path / "x.db")
+
+
+def test_status_says_a_published_copy_and_a_read_only_base_in_text(tmp_path, monkeypatch, capsys):
+    base_file = small_base(tmp_path / "live.db", "alpha words here")
+    dest = tmp_path / "pub.db"
+    mark = publish(base_file, dest).publication
+    said = metis("status", str(dest))
+    assert said.returncode == 0, said.stderr
+    line = said.stdout.splitlines()[1]
+    assert line == (
+        f"  a published copy: {mark.id}, published {mark.at}; read-only (to change it, publish"
+        " the working base again)"
+    )
+    live = metis("status", str(base_file)).stdout.splitlines()
+    assert not any(s.startswith(("  a published copy", "  read-only")) for s in live)
+
+    from metis_lite import cli
+
+    # A base this process may not write (as `serve --read-only` opens it).
+    monkeypatch.setattr(Base, "open", classmethod(lambda cls, path, **_: cls(path, read_only=True)))
+    assert cli.main(["status", str(base_file)]) == 0
+    assert capsys.readouterr().out.splitlines()[1] == (
+        "  read-only: nothing is written to it (no indexing, no facts, no search counts)"
+    )

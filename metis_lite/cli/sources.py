@@ -53,6 +53,13 @@ def run_status(args: argparse.Namespace) -> int:
         print_json(status_to_json(status))
         return 0
     say(f"{status.name} ({status.kind}): {status.state}")
+    if status.published is not None:
+        say(
+            f"  a published copy: {status.published.id}, published {status.published.at};"
+            " read-only (to change it, publish the working base again)"
+        )
+    elif status.read_only:
+        say("  read-only: nothing is written to it (no indexing, no facts, no search counts)")
     say(
         f"  documents {status.documents} · chunks {status.chunks} · without a vector "
         f"{status.chunks_without_vector}"
