@@ -7,7 +7,9 @@ other descriptor of a database file drops every POSIX lock the process holds on 
 client (the `sqlite3` shell) may then checkpoint and delete the WAL under the process's own
 connections. So a file is recognised as a base by SQLite itself (`PRAGMA application_id`,
 APPLICATION_ID, and the `meta` table), never by reading its bytes, and one that is damaged,
-read-only or another program's database is said as such (errors.py).
+read-only or another program's database is said as such (errors.py). Each file opened is
+recorded first (files.hold_database), so that nothing of this process reads it as a source's
+file, whatever name or link leads to it.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from urllib.parse import quote
 
 import apsw
 
-from metis_lite import tokenizer
+from metis_lite import files, tokenizer
 from metis_lite.errors import (
     BaseBusy,
     BaseDamaged,
@@ -100,6 +102,7 @@ def connect(
     locks, no -shm, no look for changes), which is safe only for such a file: a published copy
     (publish.py), replaced by a rename and never written in place.
     """
+    files.hold_database(path)  # never opened but by SQLite from now on (files.py)
     unwritable = not readonly and not immutable and _unwritable(Path(path))
     readonly = readonly or unwritable or immutable
     flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE

@@ -5,6 +5,15 @@ O_NOFOLLOW, never waiting on a FIFO (O_NONBLOCK), and the opened descriptor itse
 regular file whose real path lies inside the folder: a file swapped for a link, or a folder for
 a link, between the check and the open is refused. The indexer reads documents through it
 (ingest.py), and so does the service when it hands a cited document back (documents.py).
+
+A database this process has open with SQLite (its file, -wal, -shm or journal, whatever the name
+or link that leads to it) is never opened here: closing any other descriptor of a file drops
+every POSIX lock the process holds on it, SQLite's included, and another client (the `sqlite3`
+shell) may then checkpoint and delete the -wal under the process's own connections. Such a
+file is told by its device and inode, and on Linux before anything opens it for reading: the
+entry is opened with O_PATH (a descriptor that reads nothing and whose closing drops no lock),
+checked through fstat, and only then opened for reading through /proc/self/fd, which opens the
+very file checked. connection.py records each database it opens (`hold_database`).
 """
 
 from __future__ import annotations
@@ -12,6 +21,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import threading
 from pathlib import Path
 
 READ_BLOCK_BYTES = 1 << 20
@@ -29,6 +39,53 @@ FILE_TYPES = (
 )
 
 
+SQLITE_FILES = ("", "-wal", "-shm", "-journal")
+"""A database's own files, by the suffix SQLite adds to its name."""
+
+O_PATH = getattr(os, "O_PATH", 0)
+"""Linux's O_PATH: a descriptor of the entry itself, to fstat it before reading it (0 elsewhere,
+where a stat of the path is the check, just before the open)."""
+
+PROC_FD = "/proc/self/fd"
+
+IS_A_DATABASE = (
+    "is the file of a base this process has open (or its -wal, -shm or journal), which only "
+    "SQLite opens"
+)
+
+_databases: set[str] = set()
+_databases_lock = threading.Lock()
+
+
+def hold_database(path: str | os.PathLike[str]) -> None:
+    """Record a database file this process opens with SQLite (connection.connect, before the
+    open), so that no source file that is it, or its -wal, -shm or journal, is ever opened."""
+    names = {os.path.abspath(path), os.path.realpath(path)}
+    with _databases_lock:
+        _databases.update(names)
+
+
+def database_ids() -> set[tuple[int, int]]:
+    """(device, inode) of every file of the databases this process opens, as they are now."""
+    with _databases_lock:
+        names = tuple(_databases)
+    ids = set()
+    for name in names:
+        for suffix in SQLITE_FILES:
+            try:
+                found = os.stat(name + suffix)
+            except OSError:
+                continue
+            ids.add((found.st_dev, found.st_ino))
+    return ids
+
+
+def check_not_database(found: os.stat_result) -> None:
+    """Unreadable for a file of a database this process has open (by device and inode)."""
+    if (found.st_dev, found.st_ino) in database_ids():
+        raise Unreadable(IS_A_DATABASE)
+
+
 class Unreadable(Exception):
     """A file that is not, or no longer, a regular file inside its folder that can be opened;
     `reason` says which, for a person (an index run skips the file with it)."""
@@ -41,13 +98,14 @@ class Unreadable(Exception):
 def open_inside(path: Path, real_root: str) -> tuple[int, os.stat_result]:
     """Open a file to read it as what was checked: (descriptor, its fstat). A symlink is
     followed only when its target lies inside the source; the opened descriptor must be a
-    regular file whose real path lies inside the source. Unreadable otherwise."""
+    regular file whose real path lies inside the source, and no file of a database this
+    process has open (checked before it is opened for reading). Unreadable otherwise."""
     try:
         seen = os.lstat(path)
     except OSError as exc:
         raise Unreadable(open_failure(exc)) from None
-    flags = OPEN_FLAGS
-    if stat.S_ISLNK(seen.st_mode):
+    follow = stat.S_ISLNK(seen.st_mode)
+    if follow:
         try:
             target = os.path.realpath(path, strict=True)
         except OSError as exc:
@@ -56,11 +114,12 @@ def open_inside(path: Path, real_root: str) -> tuple[int, os.stat_result]:
             raise Unreadable("symlink leads outside the source")
     else:
         check_regular(seen.st_mode)
-        flags |= os.O_NOFOLLOW  # it was no link when checked: it must not be one now
-    try:
-        fd = os.open(path, flags)
-    except OSError as exc:
-        raise Unreadable(open_failure(exc)) from None
+        check_not_database(seen)
+    nofollow = 0 if follow else os.O_NOFOLLOW  # no link when checked: it must not be one now
+    if O_PATH and os.path.isdir(PROC_FD):
+        fd = _open_checked(path, nofollow, real_root)
+    else:
+        fd = _open_after_stat(path, nofollow, follow)
     try:
         opened = os.fstat(fd)
         check_regular(opened.st_mode)
@@ -71,6 +130,44 @@ def open_inside(path: Path, real_root: str) -> tuple[int, os.stat_result]:
         os.close(fd)
         raise
     return fd, opened
+
+
+def _open_checked(path: Path, nofollow: int, real_root: str) -> int:
+    """Linux: the entry opened with O_PATH, checked by fstat (a regular file, inside the
+    source, no database's file), then the very file checked opened for reading through
+    /proc/self/fd. Closing the O_PATH descriptor drops no lock."""
+    try:
+        handle = os.open(path, O_PATH | nofollow | os.O_CLOEXEC)
+    except OSError as exc:
+        raise Unreadable(open_failure(exc)) from None
+    try:
+        found = os.fstat(handle)
+        if stat.S_ISLNK(found.st_mode):  # O_PATH | O_NOFOLLOW opens a link swapped in
+            raise Unreadable(open_failure(OSError(errno.ELOOP, "a link")))
+        check_regular(found.st_mode)
+        check_not_database(found)
+        if not inside(real_path(handle, path, found), real_root):
+            raise Unreadable("now leads outside its source (a link was swapped in meanwhile)")
+        try:
+            return os.open(f"{PROC_FD}/{handle}", OPEN_FLAGS)
+        except OSError as exc:
+            raise Unreadable(open_failure(exc)) from None
+    finally:
+        os.close(handle)
+
+
+def _open_after_stat(path: Path, nofollow: int, follow: bool) -> int:
+    """Elsewhere: the file a link leads to is checked by stat just before the open (a link
+    swapped in between the two is the one case left)."""
+    if follow:
+        try:
+            check_not_database(os.stat(path))
+        except OSError as exc:
+            raise Unreadable(open_failure(exc)) from None
+    try:
+        return os.open(path, OPEN_FLAGS | nofollow)
+    except OSError as exc:
+        raise Unreadable(open_failure(exc)) from None
 
 
 def check_regular(mode: int) -> None:

@@ -193,6 +193,53 @@ def test_a_swap_between_the_check_and_the_open_is_caught_on_the_descriptor(tmp_p
         assert not found(base, "salamander")
 
 
+def test_a_base_this_process_has_open_is_never_opened_as_a_source_file(tmp_path, monkeypatch):
+    """The base lies in its source, reached by a hard link, a symlink, a link to its -wal, and
+    a link swapped in between its check and its open: each is skipped with its reason and
+    none is ever opened for reading (closing it would drop SQLite's locks, and another
+    process closing the base would then delete the -wal under this one)."""
+    src = tmp_path / "src"
+    write(src, "good.md", "# Good\n\nThe quokka is readable.\n")
+    write(src, "target.md", "# Target\n\nThe tapir.\n")
+    (src / "late.md").symlink_to("target.md")
+    base_file = src / "b.db"
+    real_realpath = os.path.realpath
+
+    def realpath_then_swap(path, *args, **kwargs):
+        result = real_realpath(path, *args, **kwargs)
+        if Path(path).name == "late.md" and (src / "late.md").readlink() == Path("target.md"):
+            (src / "late.md").unlink()
+            (src / "late.md").symlink_to("b.db")  # inside the source, as the one checked
+        return result
+
+    with words_only_base(base_file, src) as base:
+        base.remember("A fact kept in the -wal.")
+        os.link(base_file, src / "hard.md")
+        (src / "soft.md").symlink_to("b.db")
+        (src / "wal.md").symlink_to("b.db-wal")
+        monkeypatch.setattr(os.path, "realpath", realpath_then_swap)
+        report = base.index()
+        monkeypatch.undo()
+        closed = subprocess.run(  # another process opens and closes the base
+            [
+                sys.executable,
+                "-c",
+                "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]);"
+                " c.execute('SELECT count(*) FROM facts').fetchone(); c.close()",
+                str(base_file),
+            ],
+            timeout=60,
+        )
+        assert closed.returncode == 0
+        assert Path(f"{base_file}-wal").exists(), "the -wal was deleted: a lock was dropped"
+        why = reasons(report)
+        for name in ("hard.md", "soft.md", "wal.md", "late.md"):
+            assert why[name].startswith("is the file of a base this process has open"), why
+        assert documents(base) >= {"good.md", "target.md"}
+        assert not {"hard.md", "soft.md", "wal.md", "late.md"} & documents(base)
+        assert base.facts()[1] == 1
+
+
 def test_a_file_that_vanishes_before_it_is_read_is_skipped_and_removed(tmp_path):
     src = tmp_path / "src"
     write(src, "a.txt", "The aardvark.\n")

@@ -150,6 +150,69 @@ def test_the_shell_closing_a_base_this_process_has_open_leaves_its_wal(tmp_path)
 
 
 @needs_shell
+def test_a_source_holding_links_to_the_served_base_never_opens_its_files(tmp_path):
+    """The base lies in its own source, which holds a symlink and a hard link to it (and a
+    link to its -wal) named like documents. Opening and closing them would drop SQLite's locks
+    and let the shell delete the -wal: the document route answers 404, the service's indexer
+    and an index run beside it skip them with their reason, and the base stays whole."""
+    src = tmp_path / "src"
+    src.mkdir()
+    base_file = src / "served.db"
+    for name in ("a", "b", "keep"):
+        (src / f"{name}.md").write_text(f"# {name}\n\nshared words of {name}.\n")
+    with words_only_base(base_file, src) as base:
+        base.index()
+    (src / "a.md").unlink()
+    (src / "a.md").symlink_to("served.db")
+    (src / "b.md").unlink()
+    os.link(base_file, src / "b.md")
+    (src / "w.md").symlink_to("served.db-wal")
+    service = serve(tmp_path, f"served={base_file}", "--poll", "0", "--no-access-log")
+    wal = Path(f"{base_file}-wal")
+    documents: list[httpx.Response] = []
+    try:
+        for n in range(12):
+            assert post_fact(service, "served", f"Fact {n}.").status_code == 201
+            for name in ("a", "b", "w"):
+                document = f"{service.url}/v1/bases/served/documents/src/{name}.md"
+                documents.append(http.get(document))
+            if n == 4:
+                assert http.post(f"{service.url}/v1/bases/served/index").status_code == 202
+            read = shell(base_file, "SELECT count(*) FROM facts;")
+            assert read.returncode == 0 and read.stdout.strip() == str(n + 1), read.stderr
+            assert wal.exists(), "the -wal of a served base was deleted under the service"
+        deadline = time.monotonic() + 30
+        while http.get(f"{service.url}/v1/bases").json()["bases"][0]["state"] != "Waiting":
+            assert time.monotonic() < deadline, "the service's indexing pass did not end"
+            time.sleep(0.1)
+        beside = subprocess.run(
+            [sys.executable, "-m", "metis_lite", "index", str(base_file)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=ROOT,
+        )
+        assert shell(base_file, "SELECT count(*) FROM facts;").stdout.strip() == "12"
+        assert wal.exists()
+    finally:
+        stop(service)
+    assert {d.status_code for d in documents} == {404}
+    assert not any(b"SQLite format" in d.content for d in documents)
+    assert beside.returncode in (0, 3), beside.stderr
+    for name in ("a", "b", "w"):
+        assert f"skipped src/{name}.md: is the file of a base this process has open" in (
+            beside.stdout + beside.stderr
+        )
+    assert "Traceback" not in service.output()
+    assert shell(base_file, "PRAGMA integrity_check;").stdout.strip() == "ok"
+    with closing(sqlite3.connect(base_file)) as plain:
+        facts = {r[0] for r in plain.execute("SELECT text FROM facts")}
+        paths = {r[0] for r in plain.execute("SELECT path FROM documents WHERE kind = 'md'")}
+    assert facts == {f"Fact {n}." for n in range(12)}
+    assert paths == {"keep.md"}  # the two files that became the base's are removed
+
+
+@needs_shell
 def test_kill_9_of_the_service_during_a_burst_of_facts_loses_no_fact_it_answered(tmp_path):
     base_file, _ = documents_base(tmp_path, documents=1)
     service = serve(tmp_path, f"served={base_file}", "--poll", "0", "--no-access-log")
