@@ -25,6 +25,7 @@ from datetime import UTC, datetime, timedelta
 
 from metis_lite.errors import InvalidRequest
 from metis_lite.records import Chunk, Fact, Hit
+from metis_lite.settings import HOLDING_WINDOW
 from metis_lite.store import Store
 
 NOTE_KIND = "note"
@@ -215,9 +216,12 @@ def facts_of_chunks(store: Store, chunk_ids: Sequence[int]) -> dict[int, Fact]:
 
 
 def holding_first(store: Store, hits: list[Hit]) -> list[Hit]:
-    """Step 6: facts that still hold before replaced ones, each group in its order."""
-    facts = facts_of_chunks(store, [h.chunk_id for h in hits])
+    """Step 6: among the first HOLDING_WINDOW places, facts that still hold before replaced
+    ones, each group in its order; the places past them as they are. The window does not move
+    with top_k (the search reads its places to the end, certain), so neither do the first
+    results."""
+    window, rest = hits[:HOLDING_WINDOW], hits[HOLDING_WINDOW:]
+    facts = facts_of_chunks(store, [h.chunk_id for h in window])
     replaced = {c for c, fact in facts.items() if not fact.holds}
-    return [h for h in hits if h.chunk_id not in replaced] + [
-        h for h in hits if h.chunk_id in replaced
-    ]
+    holding = [h for h in window if h.chunk_id not in replaced]
+    return holding + [h for h in window if h.chunk_id in replaced] + rest

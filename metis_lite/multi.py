@@ -21,8 +21,10 @@ own for the whole search:
 - Step 5: when every base has a reranker of the same model, the best fused candidates of all
   bases are reranked (each by its base's reranker) and results follow its scores; otherwise the
   results keep the fused order, and each base with a reranker says so (RERANKER_NOT_SHARED);
-- Step 6: each memory base keeps what holds first: of the places its results hold, its facts
-  that still hold take the first, its replaced facts the rest;
+- Step 6: each memory base keeps what holds first: of the places its results hold among the
+  first HOLDING_WINDOW (every place a search may return), its facts that still hold take the
+  first, its replaced facts the rest; with a memory base among them, the lists are read as deep
+  as those places need, whatever top_k, so the first results do not move with top_k;
 - Step 7: each base cites its results; each result's `score` is the one it was ranked by (the
   reranker's, else the fused score);
 - `took` holds, per step, the slowest base (they ran side by side), and `total` the wall time;
@@ -53,8 +55,8 @@ from metis_lite.models.base import Embedder, Reranker
 from metis_lite.records import Filters, MetisWarning, Result, Took
 from metis_lite.search import (
     SearchContext,
-    candidates,
     cite,
+    first_depth,
     lists,
     places_needed,
     prepare,
@@ -63,7 +65,7 @@ from metis_lite.search import (
     reranker_of,
     validate,
 )
-from metis_lite.settings import FUSION, TOP_K
+from metis_lite.settings import FUSION, HOLDING_WINDOW, TOP_K
 
 SEARCH_THREADS = 4
 """Bases searched side by side when the caller gives no thread pool."""
@@ -214,8 +216,12 @@ class _Search:
             reading[0] += time.perf_counter() - started
             return found
 
+        memory = any(self.contexts[i].memory_order is not None for i in live)
         found, ranking = deepened(
-            read, depth=candidates(top_k), need=places_needed(top_k, shared), fusion=fusion
+            read,
+            depth=first_depth(top_k, memory=memory),
+            need=places_needed(top_k, shared, memory=memory),
+            fusion=fusion,
         )
         fused = [Fused(live[f.base], f.hit) for f in ranking.hits]
         fuse_ms = (time.perf_counter() - clock - reading[0]) * 1000.0
@@ -296,11 +302,13 @@ class _Search:
         return scores, order + fused[len(pool) :]
 
     def _holding_first(self, order: list[Fused]) -> list[Fused]:
+        """Each memory base's places among the first HOLDING_WINDOW, its facts that hold first
+        (memory.holding_first); the places themselves, and those past the window, unchanged."""
         reordered = list(order)
         for i, ctx in enumerate(self.contexts):
             if ctx.memory_order is None:
                 continue
-            places = [p for p, f in enumerate(order) if f.base == i]
+            places = [p for p, f in enumerate(order[:HOLDING_WINDOW]) if f.base == i]
             hits = ctx.memory_order(ctx.store, [order[p].hit for p in places])
             for place, hit in zip(places, hits, strict=True):
                 reordered[place] = Fused(i, hit)

@@ -55,6 +55,11 @@ SCORE_NOISE = 1e-6
 """Fused scores closer than this to the most a chunk outside the lists could score are not taken
 as certain: the scan's float32 cosines and fusion's float64 ones of one chunk differ by ~1e-7."""
 
+HOLDING_WINDOW = TOP_K_MAX
+"""In a memory base, facts that still hold come before replaced ones among the first this many
+fused places (every place a search may return), whatever top_k is: the first results of top_k 5
+are those of top_k 25 ("Memories")."""
+
 RERANK_PER_RESULT = 3
 """The reranker reads 3 × top_k fused candidates, clamped to RERANK_MIN..RERANK_MAX ("Reranking")."""
 

@@ -15,6 +15,7 @@ import httpx
 import numpy as np
 import pytest
 from conftest import EXAMPLES, FIXTURES, ROOT, words_only_base
+from word_models import WordsEmbedder
 
 import metis_lite
 from metis_lite import MultiAnswer, search_bases
@@ -313,6 +314,47 @@ def test_each_memory_base_keeps_what_holds_first_among_other_bases(team_and_docs
         server.shutdown()
         thread.join()
         server.close()
+
+
+@pytest.fixture
+def budgets(tmp_path):
+    """A memory base (embedded by words, word_models.py) of 60 facts each replaced by a newer
+    one, whose replaced versions say "budget" twice in a few words, and 5 facts that hold and
+    say it once in a long sentence: by score alone, replaced facts come first."""
+    team = words_only_base(tmp_path / "budgets.db")
+    team._embedder = WordsEmbedder()
+    team.configure(kind="memory")
+    for n in range(60):
+        said = f"Project {n} budget budget approved by finance" + " and" * n + "."
+        team.remember(said, key=f"project/{n}", stated_at="2026-01-01")
+        team.remember(f"Project {n} closed.", key=f"project/{n}", stated_at="2026-02-01")
+    for n in range(5):
+        team.remember(
+            f"Note {n}: the quarterly budget review moved to the north meeting room on the "
+            "third floor, with coffee for everyone attending.",
+            stated_at="2026-03-01",
+        )
+    yield team
+    team.close()
+
+
+@pytest.mark.parametrize("mode", ["keyword", "hybrid"])
+def test_a_memory_bases_first_results_do_not_move_with_top_k(budgets, team_and_docs, mode):
+    # Holding first was applied to the fused candidates, whose number grows with top_k: top_k 5
+    # showed three holding facts then two replaced ones, top_k 25 the five holding facts first.
+    def places(answer):
+        return [(r.base, r.chunk_id) for r in answer.results]
+
+    for search in (
+        lambda k: budgets.search("budget", mode=mode, top_k=k),
+        lambda k: search_bases(
+            {"docs": team_and_docs["docs"], "team": budgets}, "budget", mode=mode, top_k=k
+        ),
+    ):
+        five, wide = search(5), search(25)
+        assert places(wide)[:5] == places(five)
+        holds = [r.fact.holds for r in wide.results if r.fact]
+        assert holds[:5] == [True] * 5 and holds == sorted(holds, reverse=True)
 
 
 def test_the_search_tool_takes_a_fusion(team_and_docs):
