@@ -331,7 +331,7 @@ def budgets(tmp_path):
     for n in range(5):
         team.remember(
             f"Note {n}: the quarterly budget review moved to the north meeting room on the "
-            "third floor, with coffee for everyone attending.",
+            "third floor, with snacks and coffee for everyone attending.",
             stated_at="2026-03-01",
         )
     yield team
