@@ -508,7 +508,7 @@ class Base:
                 reranker=reranker,
                 chunk_size=spec.chunk_size,
                 last_indexing=last,
-                searches_per_day=store.search_counts(),
+                searches_per_day=store.search_counts(pending=self._counts.pending),
                 read_only=self.read_only or store.db.readonly("main"),
                 published=store.publication(),
                 warnings=(

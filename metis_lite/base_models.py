@@ -5,7 +5,10 @@
   Base); a newer copy of a served base takes them over rather than load them again.
 - SearchCount: searches are counted per day into the base (never what was asked), written at
   most every COUNT_FLUSH_S and only when the write lock is free at once, so a search never
-  waits on a writer; a count that could not be written waits for the next flush.
+  waits on a writer; a count that could not be written waits for the next flush. A flush
+  that is due at once (the base's status, its close) never waits either: at close, a count
+  the write lock does not let in at once is dropped, since nothing will flush it later (a
+  count of searches is not worth making `metis-lite search` wait on a writer for).
 """
 
 from __future__ import annotations
@@ -109,6 +112,12 @@ class SearchCount:
         with self._lock:
             self._pending += 1
 
+    @property
+    def pending(self) -> int:
+        """Searches counted and not yet written (a status adds them to today's)."""
+        with self._lock:
+            return self._pending
+
     def flush(
         self,
         store: Store | None,
@@ -116,9 +125,10 @@ class SearchCount:
         *,
         force: bool = False,
     ) -> None:
-        """Write the searches counted since the last flush, on `store` (or one borrowed): after
-        a search only when COUNT_FLUSH_S has passed and no other connection is writing, and at
-        close (`force`) whatever it takes."""
+        """Write the searches counted since the last flush, on `store` (or one borrowed), only
+        when no other connection is writing (never waiting for it): after a search once
+        COUNT_FLUSH_S has passed, and at once when `force`d (status, close). What could not be
+        written is kept for the next flush (at close there is none: it is dropped)."""
         with self._lock:
             due = force or time.monotonic() - self._last_flush >= COUNT_FLUSH_S
             if not due or not self._pending:
@@ -127,10 +137,10 @@ class SearchCount:
             self._last_flush = time.monotonic()
         try:
             if store is not None:
-                written = store.count_searches(pending, wait=force)
+                written = store.count_searches(pending)
             else:
                 with borrow() as borrowed:
-                    written = borrowed.count_searches(pending, wait=force)
+                    written = borrowed.count_searches(pending)
         except Exception:
             written = False
             if not force:

@@ -5,13 +5,17 @@ itself."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
 from conftest import words_only_base
 
 from metis_lite import base_models, connection
+from metis_lite.base import Base
 from metis_lite.multi import search_bases
 from metis_lite.store import Store
 
@@ -113,3 +117,59 @@ def test_a_search_counts_itself_without_waiting_for_a_writer(two_bases, monkeypa
         holder.join()
     searcher.join()
     assert sum(base.status().searches_per_day.values()) == before + 3
+
+
+PROMPT_S = 1.0
+"""How long closing a base or reading its status may take beside a writer (the busy timeout,
+5 s, is what each waited)."""
+
+HOLD_WRITE = """
+import sqlite3, sys
+plain = sqlite3.connect(sys.argv[1], isolation_level=None)
+plain.execute("BEGIN IMMEDIATE")
+plain.execute("CREATE TABLE held (x)")
+print("holding", flush=True)
+sys.stdin.read()
+plain.execute("ROLLBACK")
+"""
+
+
+def test_a_base_closes_and_says_its_status_at_once_while_another_process_writes(tmp_path):
+    """Another process holds a write transaction (as `sqlite3` with BEGIN IMMEDIATE does) while
+    a base is opened, searched, asked its status and closed, as `metis-lite search` and
+    `status` do: none of it waits for the writer. The status counts the search not yet
+    written; the close drops it (nothing would write it later)."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.md").write_text("# A\n\nshared words.\n")
+    base_file = tmp_path / "b.db"
+    with words_only_base(base_file, src) as made:
+        made.index()
+        made.search("shared", mode="keyword")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_WRITE, str(base_file)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdin is not None and holder.stdout is not None
+    try:
+        assert holder.stdout.readline().strip() == "holding"
+        base = Base(base_file)
+        try:
+            assert base.search("shared", mode="keyword").results
+            started = time.monotonic()
+            status = base.status()
+            assert time.monotonic() - started < PROMPT_S, "the status waited for the writer"
+            assert sum(status.searches_per_day.values()) == 2  # one written, one pending
+        finally:
+            started = time.monotonic()
+            base.close()
+            closed_in = time.monotonic() - started
+        assert closed_in < PROMPT_S, f"closing waited {closed_in:.1f} s for the writer"
+    finally:
+        holder.stdin.close()
+        assert holder.wait(timeout=30) == 0
+        holder.stdout.close()
+    with Base(base_file) as after:
+        assert sum(after.status().searches_per_day.values()) == 1

@@ -58,13 +58,14 @@ class RunsMixin(StoreCore):
 
     # -- search counts ----------------------------------------------------------------------
 
-    def count_searches(self, searches: int, *, wait: bool = True) -> bool:
-        """Add to today's count of searches (never what was asked). Without `wait`, only
-        when no other connection is writing; returns whether the count was written (a full
-        disk or a read-only base keep it out too: a count is not worth failing a search for)."""
-        day = datetime.now(UTC).strftime("%Y-%m-%d")
+    def count_searches(self, searches: int) -> bool:
+        """Add to today's count of searches (never what was asked), only when no other
+        connection is writing: it never waits for one. Returns whether the count was written
+        (a full disk or a read-only base keep it out too: a count is not worth failing or
+        holding up a search for)."""
+        day = _today()
         try:
-            with self.writing(wait=wait):
+            with self.writing(wait=False):
                 self.db.execute(
                     "INSERT INTO search_counts (day, searches) VALUES (?, ?)"
                     " ON CONFLICT (day) DO UPDATE SET searches = searches + excluded.searches",
@@ -74,8 +75,20 @@ class RunsMixin(StoreCore):
             return False
         return True
 
-    def search_counts(self, days: int = 30) -> dict[str, int]:
+    def search_counts(self, days: int = 30, *, pending: int = 0) -> dict[str, int]:
+        """Searches per day, the latest first; `pending`: counted and not yet written, added
+        to today's."""
         rows = self.db.execute(
             "SELECT day, searches FROM search_counts ORDER BY day DESC LIMIT ?", (days,)
         )
-        return dict(rows)
+        counts = dict(rows)
+        if pending:
+            day = _today()
+            today = counts.pop(day, 0) + pending
+            counts = {day: today, **counts}  # the latest day first
+        return counts
+
+
+def _today() -> str:
+    """The day a search is counted in (UTC)."""
+    return datetime.now(UTC).strftime("%Y-%m-%d")
