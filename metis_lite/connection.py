@@ -176,13 +176,27 @@ def read_failure(exc: BaseException, path: Path) -> StoreError | None:
     """The StoreError a failed read means (BASE_DAMAGED, or an I/O error with its likely
     cause), or None for an error of another kind."""
     found = damage(exc, path)
-    if found is not None or not isinstance(exc, apsw.IOError):
+    if found is not None:
         return found
+    failed = next((c for c in _chain(exc) if isinstance(c, apsw.IOError)), None)
+    if failed is None:
+        return None
     return StoreError(
-        f"{path}: {exc}. Was its -wal or -shm deleted while a process had it open? Restart "
+        f"{path}: {failed}. Was its -wal or -shm deleted while a process had it open? Restart "
         "the processes that serve or index it: each folds the WAL it holds into the base when "
         "it closes"
     )
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """An exception and those it was raised from or while handling (a failed rollback after
+    an I/O error is apsw's SQLError, the I/O error its cause), each once."""
+    found: list[BaseException] = []
+    cause: BaseException | None = exc
+    while cause is not None and all(cause is not seen for seen in found):
+        found.append(cause)
+        cause = cause.__cause__ or cause.__context__
+    return found
 
 
 def _unwritable(path: Path) -> bool:
@@ -196,8 +210,7 @@ def _unwritable(path: Path) -> bool:
 def damage(exc: BaseException, path: Path) -> BaseDamaged | None:
     """BASE_DAMAGED for SQLite's word that a base's file is damaged (a read or write met a
     malformed page, or the header was overwritten while it was open), else None."""
-    cause: BaseException | None = exc
-    while cause is not None:
+    for cause in _chain(exc):
         if isinstance(cause, BaseDamaged):
             return cause
         if isinstance(cause, apsw.CorruptError | apsw.NotADBError):
@@ -205,15 +218,13 @@ def damage(exc: BaseException, path: Path) -> BaseDamaged | None:
                 f"{path} is damaged ({cause}): it cannot be read as a base; copies made "
                 "before the damage (metis-lite copy) still open"
             )
-        cause = cause.__context__
     return None
 
 
 def write_failure(exc: apsw.Error, path: Path) -> StoreError | None:
     """The StoreError a failed write means, or None. SQLite rolls a transaction back itself
     on SQLITE_FULL, and apsw's own rollback then fails: the cause is in the chain."""
-    cause: BaseException | None = exc
-    while cause is not None:
+    for cause in _chain(exc):
         if isinstance(cause, apsw.FullError):
             return DiskFull(
                 f"{path}: the disk is full (or the base reached its size limit): the unfinished "
@@ -222,7 +233,6 @@ def write_failure(exc: apsw.Error, path: Path) -> StoreError | None:
             )
         if isinstance(cause, apsw.ReadOnlyError):
             return BaseReadOnly(f"{path} is read-only: it can be searched, not written")
-        cause = cause.__context__
     return damage(exc, path)
 
 

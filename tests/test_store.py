@@ -419,3 +419,36 @@ def test_a_lock_file_removed_while_the_service_looks_is_no_error(tmp_path):
         remover.join()
         sys.setswitchinterval(switch)
     assert not any(looks)
+
+
+def test_an_io_error_under_a_failed_rollback_is_said_as_an_io_error(tmp_path, monkeypatch):
+    """apsw raises a failed rollback's SQLError while it handles the I/O error that caused it:
+    the error a person (or an HTTP client) gets is the I/O error with its likely cause, found
+    anywhere in the chain, never the SQLError and its traceback."""
+
+    def fails_under_an_io_error(self, *args, **kwargs):
+        try:
+            raise apsw.IOError("disk I/O error")
+        except apsw.IOError as exc:
+            raise apsw.SQLError("cannot rollback - no transaction is active") from exc
+
+    base_file = tmp_path / "b.db"
+    with Base(base_file, create=True) as base:
+        base.remember("A fact.")
+        monkeypatch.setattr(Store, "counts", fails_under_an_io_error)
+        with pytest.raises(StoreError) as raised:
+            base.status()
+        monkeypatch.undo()
+        assert raised.value.code == "STORE_ERROR"
+        assert "disk I/O error" in raised.value.message
+        assert "-wal or -shm deleted" in raised.value.message
+        assert base.facts()[1] == 1  # an I/O error is not damage: the base answers after
+    try:
+        try:
+            raise apsw.IOError("disk I/O error")
+        except apsw.IOError:
+            raise apsw.SQLError("cannot rollback") from None  # the I/O error is its context
+    except apsw.SQLError as exc:
+        found = connection.read_failure(exc, base_file)
+    assert found is not None and "disk I/O error" in found.message
+    assert connection.read_failure(apsw.SQLError("no such table: x"), base_file) is None
