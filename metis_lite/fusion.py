@@ -25,7 +25,7 @@ Two ways, named by `fusion` (FUSIONS in settings.py):
   and `deepened` reads the lists deeper until the places a search returns are. So a wider
   window never reorders the first results, and a single chunk, or chunks of equal cosines, score
   by their values, not by their places.
-- `rrf`, the spec's ("Fusion"): each chunk scores Σ 1/(RRF_K + rank) over the lists it is in.
+- `rrf`, reciprocal rank (docs/how-search-works.md, "Fusion"): each chunk scores Σ 1/(RRF_K + rank) over the lists it is in.
   Ranks need no calibration; they depend on how deep each list was read, and forget how far
   apart two chunks are.
 
@@ -145,19 +145,42 @@ def rrf(*lists: Sequence[Hit], k: int = RRF_K) -> list[Hit]:
     return [f.hit for f in _ranked(scores)]
 
 
+def merged_lists(found: Sequence[Candidates]) -> tuple[tuple[Fused, ...], tuple[Fused, ...]]:
+    """The bases' lists by meaning, and by words, each merged into one list as one base would
+    have it, best first: by cosine (bases of several models, whose cosines do not compare: the
+    bases in turn), and by each chunk's BM25 as a share of what the question's words could
+    score in its own base; ties by the base given first, then the lower chunk id. Each hit
+    keeps its own score (its cosine, its BM25) and takes its rank in the merged list: the ranks
+    `rrf` fuses, and those a search of several bases cites (`dense_rank`, `keyword_rank`)."""
+    in_turn = len({c.model for c in found if c.model is not None}) > 1
+    dense = sorted(
+        ((b, h) for b, c in enumerate(found) for h in c.dense),
+        key=lambda p: (
+            (p[1].rank, p[0], p[1].chunk_id) if in_turn else (-p[1].score, p[0], p[1].chunk_id)
+        ),
+    )
+    words = sorted(
+        ((b, h) for b, c in enumerate(found) for h in c.words),
+        key=lambda p: (-_share(p[1].score, found[p[0]].full), p[0], p[1].chunk_id),
+    )
+    return _placed(dense), _placed(words)
+
+
+def _placed(ordered: Sequence[tuple[int, Hit]]) -> tuple[Fused, ...]:
+    return tuple(Fused(b, Hit(h.chunk_id, h.score, n)) for n, (b, h) in enumerate(ordered, 1))
+
+
+def _share(bm25: float, full: float) -> float:
+    return bm25 / full if full > 0 else 0.0
+
+
 def _rrf(found: Sequence[Candidates]) -> Ranking:
-    """Reciprocal ranks over the bases' lists merged: by cosine, and by share of the question."""
-    dense = [(h.score, b, h.chunk_id) for b, c in enumerate(found) for h in c.dense]
-    words = [
-        (h.score / c.full if c.full > 0 else 0.0, b, h.chunk_id)
-        for b, c in enumerate(found)
-        for h in c.words
-    ]
+    """Reciprocal ranks over the bases' lists merged (merged_lists)."""
     scores: dict[tuple[int, int], float] = {}
-    for merged in (dense, words):
-        merged.sort(key=lambda item: (-item[0], item[1], item[2]))
-        for rank, (_, b, chunk_id) in enumerate(merged, start=1):
-            scores[(b, chunk_id)] = scores.get((b, chunk_id), 0.0) + 1.0 / (RRF_K + rank)
+    for merged in merged_lists(found):
+        for f in merged:
+            key = (f.base, f.hit.chunk_id)
+            scores[key] = scores.get(key, 0.0) + 1.0 / (RRF_K + f.hit.rank)
     hits = _ranked(scores)
     return Ranking(tuple(hits), len(hits))
 

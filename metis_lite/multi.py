@@ -26,7 +26,8 @@ own for the whole search:
   first, its replaced facts the rest; with a memory base among them, the lists are read as deep
   as those places need, whatever top_k, so the first results do not move with top_k;
 - Step 7: each base cites its results; each result's `score` is the one it was ranked by (the
-  reranker's, else the fused score);
+  reranker's, else the fused score), its `dense_rank` and `keyword_rank` its ranks in the bases'
+  lists merged (fusion.merged_lists), as one base would rank it, not in its own base's;
 - `took` holds, per step, the slowest base (they ran side by side), and `total` the wall time;
 - each warning names its base, and an error of any base is the answer's error, its message
   prefixed with the base.
@@ -50,7 +51,7 @@ import numpy as np
 from metis_lite.base import Base
 from metis_lite.connection import damage
 from metis_lite.errors import InvalidRequest, MetisError
-from metis_lite.fusion import Candidates, Fused, deepened
+from metis_lite.fusion import Candidates, Fused, deepened, merged_lists
 from metis_lite.models.base import Embedder, Reranker
 from metis_lite.records import Filters, MetisWarning, Result, Took
 from metis_lite.search import (
@@ -237,9 +238,10 @@ class _Search:
         # Step 6. Each memory base: what holds first, in the places its results hold.
         order = self._holding_first(order)
 
-        # Step 7. Cite the top_k.
+        # Step 7. Cite the top_k, each with its ranks in the bases' lists merged, as one base
+        # would rank it (a weak base's best by meaning is not "first by meaning").
         top = order[:top_k]
-        lists_of = dict(zip(live, found, strict=True))
+        dense, words = merged_lists(found)
         citing = sorted({f.base for f in top})
         cited = self.each(
             citing,
@@ -247,8 +249,8 @@ class _Search:
                 self.contexts[i],
                 ready[i].asked,
                 [f.hit for f in top if f.base == i],
-                lists_of[i].dense,
-                lists_of[i].words,
+                [f.hit for f in dense if live[f.base] == i],
+                [f.hit for f in words if live[f.base] == i],
                 [f.hit for f in fused if f.base == i],
                 {c: s for (b, c), s in scores.items() if b == i},
             ),

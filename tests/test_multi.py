@@ -176,6 +176,29 @@ def test_the_vacation_passage_comes_first_above_a_medical_guides_questions(ranke
     assert data["results"][0]["citation"]["headings"][-1] == "Vacation"
 
 
+def test_ranks_cited_by_several_bases_are_ranks_in_their_lists_merged(two_bases, ranked):
+    # Each base's own ranks were cited: two bases gave ranks 1, 1, 2, 2, … and a weak base's
+    # best by meaning was "#1 by meaning", which the console reads as near the top.
+    one, two = two_bases
+    answer = search_bases([one, two], "Xid 79 GPU", mode="keyword", top_k=6)
+    assert [r.scores.keyword_rank for r in answer.results] == [1, 2, 3, 4, 5, 6]
+    with Base(ranked["handbook"]) as handbook, Base(ranked["medical"]) as medical:
+        bases = {"handbook": handbook, "medical": medical}
+        answer = search_bases(bases, "how many holidays do I get", top_k=30)
+        alone = medical.search("how many holidays do I get", top_k=30).results
+    by_meaning = sorted(
+        (r for r in answer.results if r.scores.dense_rank), key=lambda r: r.scores.dense_rank
+    )
+    ranks = [r.scores.dense_rank for r in by_meaning]
+    assert len(set(ranks)) == len(ranks) and ranks[0] == 1
+    cosines = [r.scores.dense for r in by_meaning]
+    assert cosines == sorted(cosines, reverse=True)  # one model: merged by cosine
+    medical_first = min(alone, key=lambda r: r.scores.dense_rank)
+    assert medical_first.scores.dense_rank == 1  # first in its own base …
+    cited = next(r for r in answer.results if r.chunk_id == medical_first.chunk_id)
+    assert cited.base == "medical" and cited.scores.dense_rank > 1  # … not among both
+
+
 def split_in_three(whole: Path, folder: Path) -> list[Path]:
     """Three copies of a base, each keeping a third of its documents (by a hash of the path):
     the same chunks, ids and vectors, and each base its own word statistics."""
