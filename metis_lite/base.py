@@ -463,6 +463,7 @@ class Base:
                     embedder=lambda: self._embedder_of(spec),
                     reranker=lambda: self._reranker_of(spec),
                     query_prefix=prefixes(spec)[0],
+                    document_prefix=prefixes(spec)[1],
                     fusion=spec.fusion or FUSION,
                     base=self.name,
                     memory_order=memory.holding_first if spec.is_memory else None,
@@ -482,6 +483,21 @@ class Base:
             self._counts.flush(store, self._pool.borrow, force=force)
 
     # -- status -----------------------------------------------------------------------------
+
+    def check_usable(self) -> None:
+        """BASE_DAMAGED once SQLite found the file malformed (every later call says so too)."""
+        if self._damaged is not None:
+            raise BaseDamaged(self._damaged)
+
+    @property
+    def writable(self) -> bool:
+        """Whether anything may be written to the file: False for a Base served read-only, a
+        published copy, and a file SQLite opened read-only (a read-only file or file
+        system), which is searched and never indexed."""
+        if self.read_only or self.published:
+            return False
+        with self._pool.borrow() as store:
+            return not store.db.readonly("main")
 
     @usable
     def status(self) -> BaseStatus:

@@ -64,6 +64,9 @@ BASE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 UNUSABLE = (BaseDamaged, NotABase, SchemaTooNew, SpecInvalid)
 """Errors of a base file that cannot be used as it is: the service serves the other bases."""
 
+UNWRITABLE = "a published copy, a read-only file or a read-only file system"
+"""What a base the service may not write is, for a person."""
+
 Log = Callable[[str], None]
 
 
@@ -102,6 +105,7 @@ class Indexer:
         self._stop = threading.Event()
         self._pending = False
         self._running = False
+        self._said: str | None = None  # the last failure logged, not said again until it changes
         self._thread = threading.Thread(target=self._loop, name=f"index-{base.name}", daemon=True)
 
     def start(self) -> None:
@@ -149,16 +153,21 @@ class Indexer:
     def _pass(self) -> None:
         name = self.base.name
         try:
+            self.base.check_usable()
+            if not self.base.writable:
+                self._say(f"base {name} cannot be written ({UNWRITABLE}): searched, not indexed")
+                return
             report = self._index()
         except (_Stopped, BaseBusy):
             return  # stopping; or another process indexes it and the next pass catches up
         except MetisError as exc:
-            self.log(f"indexing {name} failed: {exc.code}: {exc.message}")
+            self._say(f"indexing {name} failed: {exc.code}: {exc.message}")
             return
         except Exception as exc:  # a pass must never end the thread that keeps the base fresh
             lines = traceback.format_exception(exc)
-            self.log(f"indexing {name} failed: " + "".join(lines).rstrip())
+            self._say(f"indexing {name} failed: " + "".join(lines).rstrip())
             return
+        self._said = None
         if report.added or report.updated or report.removed or report.embedded:
             self.log(
                 f"indexed {name}: {report.added} added, {report.updated} updated, "
@@ -167,6 +176,13 @@ class Indexer:
             )
             for warning in report.warnings:
                 self.log(f"indexing {name}: warning: {warning.code}: {warning.message}")
+
+    def _say(self, line: str) -> None:
+        """Log why a pass did not run, once: every poll that meets the same (a read-only or
+        damaged base) is quiet until it changes or a pass succeeds."""
+        if line != self._said:
+            self._said = line
+            self.log(line)
 
     def _index(self) -> IndexReport:
         for attempt in range(BUSY_RETRIES + 1):
@@ -330,11 +346,19 @@ class Service:
         return found, unavailable
 
     def index_now(self, name: str) -> None:
-        self.base(name)
+        """Start an indexing pass of the base now; refused with the base's code when it is
+        damaged (BASE_DAMAGED) or cannot be written (BASE_READ_ONLY), BASE_BUSY while one
+        runs."""
+        base = self.base(name)
+        base.check_usable()
         if self.read_only:
             raise BaseReadOnly(
                 f"base {name} is served read-only: index the base it was published from, and "
                 "publish it again"
+            )
+        if not base.writable:
+            raise BaseReadOnly(
+                f"base {name} cannot be written ({UNWRITABLE}): it is searched, never indexed"
             )
         self.indexers[name].request()
 

@@ -195,6 +195,36 @@ def test_a_base_on_a_read_only_mount_is_served_beside_a_writable_one(tmpfs, tmp_
     assert "Traceback" not in service.output()
 
 
+def test_a_polling_service_says_once_that_a_read_only_base_is_not_indexed(tmpfs, tmp_path):
+    """Polled every 0.2 s, the base on a read-only mount is said once to be searched and not
+    indexed (not a failure at every poll), an index asked of it is BASE_READ_ONLY rather than
+    202, and the writable base beside it is indexed."""
+    import time
+
+    import httpx
+    from serving import serve, stop
+
+    for place, name in ((tmpfs, "frozen"), (tmp_path, "live")):
+        made = metis("index", place / f"{name}.db", corpus(tmp_path / name, 2), *WORDS_ONLY)
+        assert made.returncode in WORDS_ONLY_DONE, made.stderr
+    remount(tmpfs, "ro")
+    (tmp_path / "live" / "late.md").write_text("# Late\n\nA quokka came late.\n")
+    service = serve(tmp_path, str(tmpfs / "frozen.db"), str(tmp_path / "live.db"), "--poll", "0.2")
+    try:
+        with httpx.Client(base_url=service.url, timeout=60) as http:
+            time.sleep(2)  # ten polls
+            frozen = http.post("/v1/bases/frozen/index")
+            asked = {"question": "quokka", "mode": "keyword"}
+            live = http.post("/v1/bases/live/search", json=asked).json()["results"]
+    finally:
+        stop(service)
+    assert (frozen.status_code, frozen.json()["error"]["code"]) == (409, "BASE_READ_ONLY")
+    assert [r["citation"]["document"] for r in live] == ["late.md"]
+    log = service.output()
+    assert log.count("base frozen cannot be written") == 1, log
+    assert "indexing frozen failed" not in log and "Traceback" not in log, log
+
+
 def test_a_base_opened_read_only_says_so_and_still_answers(tmp_path):
     src = corpus(tmp_path / "src", 10)
     base_file = tmp_path / "b.db"

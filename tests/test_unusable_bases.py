@@ -98,6 +98,7 @@ def test_a_base_damaged_while_served_is_answered_with_its_code_from_then_on(tmp_
         after = [http.post(f"{service.url}/v1/bases/victim/search", json=asked) for _ in range(3)]
         status = http.get(f"{service.url}/v1/bases").json()
         fact = http.post(f"{service.url}/v1/bases/victim/facts", json={"text": "Not written."})
+        indexed = http.post(f"{service.url}/v1/bases/victim/index")
         other = http.post(f"{service.url}/v1/bases/good/search", json=asked)
     finally:
         stop(service)
@@ -108,6 +109,7 @@ def test_a_base_damaged_while_served_is_answered_with_its_code_from_then_on(tmp_
     ]
     assert [b["name"] for b in status["bases"]] == ["good"]
     assert code_of(fact) == "BASE_DAMAGED"  # never written once found damaged
+    assert (indexed.status_code, code_of(indexed)) == (409, "BASE_DAMAGED")  # not a 202
     assert other.status_code == 200 and other.json()["results"]
     assert "Traceback" not in service.output()
 
