@@ -1,5 +1,6 @@
-"""The agent tools (agents.py) over the Model Context Protocol: stdio for `metis-lite mcp`, and
-streamable HTTP for `metis-lite serve` at /mcp, through `McpHttp`.
+"""The agent tools (agents.py) over the Model Context Protocol: over two descriptors (`stdio`,
+which `metis-lite mcp` runs on stdin and stdout: cli/serve.py claims them and starts the event
+loop), and streamable HTTP for `metis-lite serve` at /mcp, through `McpHttp`.
 
 Built on the official SDK's low-level server (`mcp.server.lowlevel.Server`) rather than its
 MCPServer: the tools' JSON schemas are written by hand in agents.py, for agents to read (their
@@ -11,12 +12,13 @@ starts with the code (`EMBEDDING_MODEL_UNAVAILABLE: …`) and whose structured c
 HTTP API's `{"error": {"code", "message"}}`; an unknown tool, and a passage that cannot be
 read, are JSON-RPC errors (-32602 for the request's fault, -32603 for the server's) with the
 code at the start of the message and the error object as data. A model that does not answer
-does not fail a search: the base's own deadline (MODEL_DEADLINE_S) turns it into the spec's
-warnings. Nothing here logs a question or a fact.
+does not fail a search: the base's own deadline (MODEL_DEADLINE_S) turns it into a search by
+words with its warning (docs/how-search-works.md, "Warnings"). Nothing here logs a question
+or a fact.
 
 On stdio the SDK's own transport read a line whole however long it was, and left a message it
 could not read unanswered: one 50 MB line took the process to 21.6 GB, and a 5,000-digit id got
-no reply at all, so its client waited forever. `serve_stdio` runs the SDK's server on a
+no reply at all, so its client waited forever. `metis-lite mcp` runs the SDK's server on a
 transport of its own (`stdio`, below) that:
 
 - reads stdin READ_BYTES at a time and holds at most MAX_MESSAGE_BYTES of one line, the cap of
@@ -33,8 +35,8 @@ transport of its own (`stdio`, below) that:
 - writes every answer, one the SDK cannot write as UTF-8 (a lone surrogate quoted back) with
   escapes; at the end of stdin it waits up to EOF_WAIT_S for the answers still owed.
 
-While it serves, fd 0 reads /dev/null and fd 1 writes to stderr (as the SDK's transport does),
-so that stray output of any library never lands in the protocol.
+It reads and writes the descriptors it is given; which ones, and that stray output of any
+library never lands in the protocol, is the entry point's (cli/serve.py).
 """
 
 from __future__ import annotations
@@ -43,11 +45,9 @@ import asyncio
 import concurrent.futures
 import json
 import os
-import sys
 import threading
 from collections import Counter
-from collections.abc import Iterator, Mapping, MutableMapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any
 
 import anyio
@@ -187,22 +187,6 @@ def build_server(agent: Agent, *, scoped: bool) -> Server:
 def _protocol_error(exc: MetisError) -> MCPError:
     code = types.INVALID_PARAMS if exc.status < 500 else types.INTERNAL_ERROR
     return MCPError(code=code, message=f"{exc.code}: {exc.message}", data=exc.to_json()["error"])
-
-
-def serve_stdio(bases: Mapping[str, Base]) -> None:
-    """Answer MCP on stdin and stdout until the client closes stdin (every message bounded,
-    every malformed one answered: see the module)."""
-    agent = Agent(bases)
-    server = build_server(agent, scoped=False)
-
-    async def run() -> None:
-        with claimed_stdio() as (stdin, stdout):
-            await stdio(server, stdin=stdin, stdout=stdout)
-
-    try:
-        anyio.run(run)
-    finally:
-        agent.close()
 
 
 class McpHttp:
@@ -476,23 +460,3 @@ def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
-
-
-@contextmanager
-def claimed_stdio() -> Iterator[tuple[int, int]]:
-    """(stdin, stdout) for the protocol alone: copies of fds 0 and 1, while fd 0 reads
-    /dev/null and fd 1 writes to stderr; both are put back at the end."""
-    sys.stdout.flush()
-    wire_in, wire_out = os.dup(0), os.dup(1)
-    try:
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        os.close(null)
-        os.dup2(2, 1)
-        yield wire_in, wire_out
-    finally:
-        sys.stdout.flush()
-        os.dup2(wire_in, 0)
-        os.dup2(wire_out, 1)
-        os.close(wire_in)
-        os.close(wire_out)

@@ -22,10 +22,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from metis_lite import cli
 from metis_lite.errors import EmbeddingModelUnavailable
 from metis_lite.http import model_routes as model_server
 from metis_lite.http.run import make_model_server as make_server
-from metis_lite.http.run import models_main
 from metis_lite.http.wire import Head, Request
 from metis_lite.models import http as providers
 
@@ -393,7 +393,9 @@ def test_concurrent_requests_are_each_answered(serving: Serving) -> None:
 def test_main_refuses_a_missing_model_folder(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = models_main(["--reranker-path", str(tmp_path / "no-such-model"), "--port", "0"])
+    code = cli.main(
+        ["models", "serve", "--reranker-path", str(tmp_path / "no-such-model"), "--port", "0"]
+    )
     err = capsys.readouterr().err
     assert code == 1
     assert "error:" in err and "Traceback" not in err

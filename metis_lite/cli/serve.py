@@ -2,14 +2,18 @@
 HTTP), `mcp` (bases to agents over MCP on stdin and stdout).
 
 The HTTP servers are built and run by metis_lite/http/run.py (their flags too, shared with
-`python -m metis_lite.http`); MCP's transport is metis_lite/mcp_server.py, which needs the extra
-`mcp`. This module wires them as commands and owns MCP's stdio entry point.
+`python -m metis_lite.http`); MCP's protocol and its bounded transport over two descriptors are
+metis_lite/mcp_server.py, which needs the extra `mcp`. This module wires them as commands, and
+for `mcp` claims stdin and stdout for the protocol and runs the event loop.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from metis_lite.cli.common import add_command, epilog, usage
@@ -96,12 +100,44 @@ def run_mcp(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE  # a missing extra is bad usage
+    import anyio  # the SDK's, there with it
+
+    from metis_lite.agents import Agent
     from metis_lite.service import open_bases
 
     bases = open_bases(args.bases)
+    agent = Agent(bases)
+    server = mcp_server.build_server(agent, scoped=False)  # unscoped: every base may be named
+
+    async def answer() -> None:
+        with claimed_stdio() as (stdin, stdout):
+            await mcp_server.stdio(server, stdin=stdin, stdout=stdout)
+
     try:
-        mcp_server.serve_stdio(bases)
+        anyio.run(answer)
     finally:
+        agent.close()
         for base in bases.values():
             base.close()
     return 0
+
+
+@contextmanager
+def claimed_stdio() -> Iterator[tuple[int, int]]:
+    """(stdin, stdout) for the protocol alone: copies of fds 0 and 1, while fd 0 reads
+    /dev/null and fd 1 writes to stderr (as the SDK's own transport does), so that stray output
+    of any library never lands in the protocol; both are put back at the end."""
+    sys.stdout.flush()
+    wire_in, wire_out = os.dup(0), os.dup(1)
+    try:
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        os.dup2(2, 1)
+        yield wire_in, wire_out
+    finally:
+        sys.stdout.flush()
+        os.dup2(wire_in, 0)
+        os.dup2(wire_out, 1)
+        os.close(wire_in)
+        os.close(wire_out)

@@ -374,17 +374,3 @@ def run_models_from_args(args: argparse.Namespace) -> int:
 
 class _LoadFailed(Exception):
     """The port was taken but a model could not be loaded (said in one line)."""
-
-
-def models_main(argv: Sequence[str] | None = None) -> int:
-    """`python -m metis_lite.models.server`, the same as `metis-lite models serve`."""
-    parser = argparse.ArgumentParser(
-        prog="python -m metis_lite.models.server",
-        description="Serve the embedded model (and a cross-encoder) over the TEI, OpenAI, "
-        "Ollama and Cohere/Jina protocols.",
-        epilog="examples:\n  python -m metis_lite.models.server --port 8089\n"
-        "  python -m metis_lite.models.server --port 0 --reranker-path models/ms-marco",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    add_model_arguments(parser)
-    return run_models_from_args(parser.parse_args(argv))
