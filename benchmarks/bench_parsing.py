@@ -25,7 +25,7 @@ HTML documentation in /usr/share/doc/python3.11/html (530 pages, 50 MB) and LaTe
   chunk (chunking.chunk), words (the tokenizer, as FTS5 calls it while writing), write
   (Store.replace_document less its words), the rest (walking, hashing, the run's records).
 
-Aims (the issue's): whole index ≥ 5,000 chunks/s on the HTML and ≥ 1,000 chunks/s on the PDFs,
+Aims: whole index ≥ 5,000 chunks/s on the HTML and ≥ 1,000 chunks/s on the PDFs,
 judged on wall time. Times on a shared machine drift: the load average is printed at the start
 and the end, the ratios of one run are steadier than its absolute figures, and "per CPU s" (the
 process's CPU time and its PDFium worker's) says what the cores gave it, which other
@@ -73,7 +73,7 @@ CORPORA = {
 SUFFIXES = {"html": (".html",), "pdf": (".pdf",)}
 
 AIMS = {"html": 5000.0, "pdf": 1000.0}
-"""Chunks/s of the whole index, without embeddings (issue: C parsers)."""
+"""Chunks/s of the whole index, without embeddings (lexbor and PDFium)."""
 
 DEAD_EMBEDDING = {"provider": "tei", "url": "http://127.0.0.1:9", "timeout_s": 1}
 """An embedding model that refuses at once: indexing without embeddings."""

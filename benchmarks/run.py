@@ -31,7 +31,7 @@ as "not available". What it measures (benchmarks/README.md says more):
   memory loaded, first hybrid search) and the size of the base file.
 
 Ratios are printed beside absolute times, since absolute times on a shared machine drift; each
-aim of the issues is checked as PASS or MISS.
+aim (benchmarks/README.md) is checked as PASS or MISS.
 """
 
 from __future__ import annotations

@@ -103,7 +103,7 @@ TOOLS: dict[str, dict[str, Any]] = {
                     "enum": list(FUSIONS),
                     "description": "How hybrid joins its two lists: relative (each chunk's"
                     " meaning and words on fixed scales, the default) or rrf (reciprocal rank,"
-                    " the spec's); default the bases' own.",
+                    " Σ 1/(60 + rank)); default the bases' own.",
                 },
                 "filters": {
                     "type": "object",

@@ -53,7 +53,7 @@ class BaseModels:
             return self.reranker
 
     def forget(self) -> None:
-        """Close both models: the spec changed, the next use makes them again."""
+        """Close both models: the base's spec changed, the next use makes them again."""
         with self.lock:
             for model in (self.embedder, self.reranker):
                 if model is not None:

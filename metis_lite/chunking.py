@@ -1,7 +1,7 @@
 """Document → chunks: passages of at most chunk_size characters, each inside one section.
 
-The spec ("What is searched") cuts a document into chunks that never cross a heading and
-keep their citation: the document's title, the headings above them, their page (PDF) or the
+docs/how-search-works.md ("What is searched"): a document is cut into chunks that never
+cross a heading and keep their citation: the document's title, the headings above them, their page (PDF) or the
 1-based line where they start (text and Markdown). A section longer than chunk_size is cut at
 the best break point inside each window of chunk_size characters, in the order of `BREAKS`:
 a blank line (so consecutive paragraphs are packed greedily while they fit), then a sentence

@@ -39,7 +39,8 @@ class Chunk:
     line: int | None = None
 
     def embedding_text(self) -> str:
-        """The spec's form, "Title > Heading > Heading\\n\\ntext", read by embedder and reranker."""
+        """The form docs/how-search-works.md gives, "Title > Heading > Heading\\n\\ntext", read
+        by embedder and reranker."""
         return contextualize(self.title, self.headings, self.text)
 
 

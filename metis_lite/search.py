@@ -1,11 +1,11 @@
-"""Question → results, step by step as the spec's flowchart draws it.
+"""Question → results, step by step as docs/how-search-works.md draws it.
 
     Step 1. Embed the question with the base's model and its query prefix.
     Step 2. By meaning: cosine with every chunk's vector, keep max(50, 4 × top_k).
     Step 3. By words: BM25 over the FTS5 index, keep max(50, 4 × top_k).
             Filters (path prefix, kinds, sources) apply to both lists before ranking.
     Step 4. Fuse the two lists: by score relative to each list's best (the default), or by rank,
-            Σ 1/(60 + rank) (`fusion: rrf`, the spec's); see fusion.py.
+            Σ 1/(60 + rank) (`fusion: rrf`); see fusion.py.
     Step 5. Rerank the best clamp(3 × top_k, 20, 50) fused candidates, when the base has a reranker.
     Step 6. Memories: facts that still hold before facts a newer one replaced (among the first
             HOLDING_WINDOW fused places, whatever top_k).
@@ -389,7 +389,8 @@ def _bounded(question: str, version: int) -> tuple[str, MetisWarning | None, tup
 
 
 def _empty_states(store: Store) -> list[MetisWarning]:
-    """The spec's empty states: nothing indexed yet; the sources hold nothing a base reads."""
+    """The empty states (docs/how-search-works.md, "Warnings"): nothing indexed yet; the
+    sources hold nothing a base reads."""
     counts = store.counts()
     if counts["chunks"]:
         return []

@@ -1,7 +1,8 @@
 """Answers, reports, statuses and facts as JSON-ready dicts, once, for both edges (CLI --json
 and HTTP): no other module builds a dict for the wire.
 
-A score that does not apply is absent, as the spec says (not among the closest: no `dense`).
+A score that does not apply is absent, as docs/how-search-works.md says (not among the closest:
+no `dense`).
 """
 
 from __future__ import annotations

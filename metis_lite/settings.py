@@ -1,4 +1,4 @@
-"""Named defaults, each with its unit and the spec's reason (spec: how-search-works.md)."""
+"""Named defaults, each with its unit and its reason (docs/how-search-works.md)."""
 
 from __future__ import annotations
 
@@ -30,8 +30,8 @@ RRF_K = 60
 """Reciprocal-rank fusion constant: Σ 1/(RRF_K + rank) ("Fusion")."""
 
 FUSIONS = ("relative", "rrf")
-"""How the two lists become one (`spec.fusion`, fusion.py): `rrf` is the spec's reciprocal-rank
-fusion; `relative`, the default, adds each chunk's meaning and words, each on a fixed scale.
+"""How the two lists become one (`spec.fusion`, fusion.py): `rrf` is reciprocal-rank fusion;
+`relative`, the default, adds each chunk's meaning and words, each on a fixed scale.
 Measured on every development collection (docs/eval.md): `rrf` fell below search by words alone
 on Portuguese, Japanese and traditional Chinese, `relative` was above both of its lists on all."""
 

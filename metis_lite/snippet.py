@@ -1,7 +1,7 @@
 """A citation's snippet and the spans of a text to highlight for a question.
 
-The spec ("What a result holds"): the snippet is "up to 240 characters around the sentence
-holding most of the question's words". The chunk's whitespace is collapsed to single spaces
+docs/how-search-works.md ("What a result holds"): the snippet is "up to 240 characters around
+the sentence holding most of the question's words". The chunk's whitespace is collapsed to single spaces
 (a snippet is one line to read), its sentences are scored by how many distinct question words
 each holds (folded by the index's own tokenizer, so `configuracao` matches `Configuração`;
 a word also holds a question word that it is with an ending, or that is it with an ending:

@@ -1,7 +1,7 @@
 """A base's spec, as stored in its `spec` table (one JSON value per key), parsed once into a
 frozen `BaseSpec`: what the base is (documents or memory), how it cuts and embeds text.
 
-The spec carries its own version (`version`, 1 when absent: every base made before it was
+A base's spec carries its own version (`version`, 1 when absent: every base made before it was
 recorded). A spec of a newer version than this metis-lite knows is refused, as a newer schema
 is, rather than read by rules that may have changed. A value of the wrong type is refused
 with its key named. Keys this module does not know (an evaluation's corpus fingerprint) are
@@ -21,8 +21,8 @@ from metis_lite.models import registry
 from metis_lite.settings import BASE_KINDS, CHUNK_CHARS, EMBEDDED_MODEL, FUSIONS, MAX_FILE_BYTES
 
 SPEC_VERSION = 1
-"""The spec's layout: the keys below and their types. A base written with a larger number is
-refused by this code (SCHEMA_TOO_NEW)."""
+"""The layout of a base's spec: the keys below and their types. A base written with a larger
+number is refused by this code (SCHEMA_TOO_NEW)."""
 
 DEFAULT_SPEC: dict[str, Any] = {
     "version": SPEC_VERSION,

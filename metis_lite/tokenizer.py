@@ -1,4 +1,5 @@
-"""The words of a text, as the spec's "By words" defines them, and the FTS5 tokenizer built on them.
+"""The words of a text, as docs/how-search-works.md ("Words") defines them, and the FTS5
+tokenizer built on them.
 
 A word is a run of letters, digits and the combining marks written on them (Devanagari vowel
 signs, Thai tone marks, Arabic harakat), compared folded: lower case, compatibility forms

@@ -16,7 +16,7 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 DEAD_EMBEDDING = {"provider": "tei", "url": "http://127.0.0.1:9", "timeout_s": 1}
 """An embedding model that never answers (nothing listens on port 9): indexing is fast and
-every search goes by words, with the spec's warning."""
+every search goes by words, with its warning (NO_VECTORS)."""
 
 
 def words_only_base(path: Path, *folders: Path) -> Base:

@@ -1,6 +1,6 @@
 """The HTTP API fuzzed from its own contract (openapi.yaml, by schemathesis): whatever a client
 sends, valid by the schema or not, the service answers what the schema documents — never a 5xx
-but the spec's 503 (a search by meaning without its model), never a traceback, every error as
+but the documented 503 (a search by meaning without its model), never a traceback, every error as
 {"error": {"code", "message"}}.
 
 The server is the real process (`metis-lite serve`) on 127.0.0.1 over three bases: the
@@ -29,7 +29,7 @@ from metis_lite.base import Base  # noqa: E402
 
 BASES = ("handbook", "words", "team")
 SPEC_503 = {"EMBEDDING_MODEL_UNAVAILABLE"}
-"""The one 5xx the spec asks for: `mode: dense` without its embedding model."""
+"""The one 5xx documented: `mode: dense` without its embedding model."""
 
 EXAMPLES_PER_MODE = 40
 
@@ -85,7 +85,7 @@ def session():
 
 
 def check(case, response, *, positive: bool) -> None:
-    """No 5xx but the spec's 503, no traceback, errors in their one shape, the schema kept."""
+    """No 5xx but the documented 503, no traceback, errors in their one shape, the schema kept."""
     text = response.text
     error: dict = {}
     assert "Traceback" not in text and 'File "' not in text, text[:500]
@@ -94,7 +94,7 @@ def check(case, response, *, positive: bool) -> None:
         assert set(error) == {"code", "message"} and error["code"] and error["message"]
         if response.status_code >= 500:
             assert response.status_code == 503 and error["code"] in SPEC_503, text[:500]
-    # The two checks this one refines: the spec's 503 is a documented answer, and a body the
+    # The two checks this one refines: the documented 503 is a documented answer, and a body the
     # schema allows is refused only for what its description says (stated_at is ISO 8601).
     case.validate_response(response, excluded_checks=[not_a_server_error, positive_data_acceptance])
     if positive and response.status_code == 400:

@@ -31,7 +31,7 @@ def html_text(data: bytes) -> str:
 
 
 def test_utf8_without_a_declaration_is_read_as_utf8():
-    """The issue's page: UTF-8, no charset declared, read as Windows-1252 before
+    """A Spanish page in UTF-8 with no charset declared, read as Windows-1252 before
     ("estÃ¡n de razÃ³n")."""
     assert html_text(page(SPANISH).encode("utf-8")) == SPANISH
 

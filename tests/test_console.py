@@ -2,7 +2,7 @@
 
 Two bases are served: the example handbook (embedded model, reranked by a small TEI-protocol
 reranker run here) and a base whose embedding model answered while it was indexed and is gone
-now, so each search of it falls back to words with the spec's warning. Screenshots of each page,
+now, so each search of it falls back to words with its warning. Screenshots of each page,
 at a desktop and a phone size, go to test-artifacts/console/ for a person to look at.
 
 Needs Debian's chromium and chromium-driver (scripts/install-system); skipped without them.

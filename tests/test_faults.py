@@ -6,8 +6,8 @@ can be told, at any moment, to misbehave in each way a real one does: stall past
 answer 500 or 429, reset the connection, answer vectors of the wrong dimension, NaN, fewer
 vectors (or scores) than texts, or text that is not JSON. While indexing, every document is
 still stored and searchable by words, the chunks without a vector wait for it, and the next
-run that reaches a healthy model fills exactly those. While searching, the spec's warnings:
-by words only when the embedding model fails, the fused order when the reranker does, and
+run that reaches a healthy model fills exactly those. While searching, the warnings of
+docs/how-search-works.md: by words only when the embedding model fails, the fused order when the reranker does, and
 `mode: dense` refused (EMBEDDING_MODEL_UNAVAILABLE).
 """
 

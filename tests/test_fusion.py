@@ -36,7 +36,7 @@ def test_hand_computed_example():
 
 
 def test_found_by_both_beats_first_of_one():
-    # The spec: a chunk both lists found ranks above one only one list found first.
+    # Reciprocal-rank fusion: a chunk both lists found ranks above one only one list found first.
     fused = rrf(hits(1, 2), hits(3, 2))
     assert fused[0].chunk_id == 2
 

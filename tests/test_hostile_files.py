@@ -130,7 +130,7 @@ def test_a_document_whose_file_turns_hostile_is_removed(tmp_path):
 
 
 def test_a_file_swapped_for_an_outside_link_during_the_run_is_never_read(tmp_path):
-    """The issue's leak: z.txt replaced by a link to a file outside while the run reads a.txt.
+    """A leak once possible: z.txt replaced by a link to a file outside while the run reads a.txt.
     Listed as a plain file, it must be read as one: the outside file is never indexed."""
     src, outside = tmp_path / "src", tmp_path / "outside"
     write(src, "a.txt", "The aardvark.\n")

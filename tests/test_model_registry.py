@@ -1,5 +1,5 @@
 """Providers from a base's spec (metis_lite.models.registry), and the model urls a spec may
-hold: refused when given (the spec check, `index`, `serve`), never a traceback after."""
+hold: refused when given (the base's spec check, `index`, `serve`), never a traceback after."""
 
 from __future__ import annotations
 
@@ -216,7 +216,7 @@ def test_a_base_that_holds_a_bad_url_answers_and_serve_refuses_it(tmp_path: Path
     path = tmp_path / "old.db"
     with Base(path, create=True) as base:
         base.configure(kind="memory")
-        # as a metis-lite that did not check urls wrote it: straight into the spec
+        # as a metis-lite that did not check urls wrote it: straight into the base's spec
         base.store.set_spec({"embedding": {"provider": "tei", "url": "http://[::1"}})
     remembered = metis("remember", str(path), "Ana leads the billing team", cwd=tmp_path)
     assert remembered.returncode == 3, remembered.stderr  # a model that did not answer
@@ -240,7 +240,7 @@ def test_a_served_base_whose_url_turns_bad_still_takes_facts(tmp_path: Path) -> 
         base.configure(kind="memory", embedding={"provider": "tei", "url": "http://127.0.0.1:9"})
     service = serve(tmp_path, str(path), "--poll", "0", "--no-access-log")
     try:
-        with Base(path) as other:  # another process's writer changes the spec meanwhile
+        with Base(path) as other:  # another process's writer changes the base's spec meanwhile
             other.store.set_spec({"embedding": {"provider": "tei", "url": "http://[::1"}})
         with httpx.Client(timeout=30) as client:
             fact = client.post(

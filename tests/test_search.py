@@ -1,5 +1,6 @@
 """Search on the shipped example with the embedded model: the modes, the score fields, filters
-before ranking, and the spec's table of what happens when a model does not answer."""
+before ranking, and docs/how-search-works.md's table of what happens when a model does not
+answer."""
 
 from __future__ import annotations
 
@@ -378,7 +379,7 @@ def test_the_handbook_answers_its_own_question(example_base):
     assert first.citation.headings[-1] == "Vacation"
     assert first.scores.dense_rank == 1
     assert "25 days of paid vacation" in first.citation.snippet
-    # Under the spec's reciprocal-rank fusion the first place of the weak list by words weighs
+    # Under reciprocal-rank fusion the first place of the weak list by words weighs
     # as much as the first by meaning: the parental-leave passage, first by words and not near
     # the top by meaning, climbs level with the vacation passage (docs/how-search-works.md).
     by_rank = example_base.search("how many holidays do I get", fusion="rrf")

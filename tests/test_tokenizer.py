@@ -1,4 +1,5 @@
-"""The spec's "By words" rules, hostile questions, and the FTS5 tokenizer inside SQLite."""
+"""The word rules (docs/how-search-works.md, "Words"), hostile questions, and the FTS5 tokenizer
+inside SQLite."""
 
 from __future__ import annotations
 

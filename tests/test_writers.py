@@ -85,7 +85,7 @@ def test_facts_written_at_the_same_moment_all_succeed_and_one_holds(team):
 
 
 def test_thirty_facts_posted_over_http_at_once_are_all_stored_and_one_holds(team, tmp_path):
-    """The issue's case: 30 parallel POST /v1/bases/team/facts with one key, to a real service."""
+    """30 parallel POST /v1/bases/team/facts with one key, to a real service."""
     from serving import serve, stop
 
     team.close()

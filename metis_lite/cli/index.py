@@ -68,7 +68,7 @@ def add_parser(commands: Any) -> None:
         "--fusion",
         choices=FUSIONS,
         help="how the base's hybrid searches join their two lists (default: the base's, relative"
-        " for a new base; rrf is the spec's reciprocal-rank fusion); kept in the base's spec",
+        " for a new base; rrf is reciprocal-rank fusion); kept in the base's spec",
     )
     _add_model_options(index, "embedding", "embedded, openai, tei, ollama")
     index.add_argument("--query-prefix", help="text put before each question (default: by model)")

@@ -63,7 +63,7 @@ def add_parser(commands: Any) -> None:
         "--fusion",
         choices=FUSIONS,
         help="how hybrid joins its two lists: relative (scores relative to each list's best) or"
-        " rrf (the spec's reciprocal-rank fusion); default: the base's spec.fusion, else relative",
+        " rrf (reciprocal-rank fusion); default: the base's spec.fusion, else relative",
     )
     search.add_argument(
         "--json", action="store_true", help="print exactly what the HTTP API answers"
@@ -111,7 +111,8 @@ def citation_text(c: Any) -> str:
 
 
 def score_line(scores: Any, mode: str = "hybrid") -> str:
-    """The spec's line: meaning 0.830 (#1) · words 7.41 (#2) · fused 0.0328 · reranker 0.970.
+    """The score line (docs/how-search-works.md):
+    meaning 0.830 (#1) · words 7.41 (#2) · fused 0.0328 · reranker 0.970.
 
     Only the scores the mode produced: a keyword or dense search has no fused score."""
     parts = []

@@ -1,6 +1,6 @@
 /* "Compare by meaning, by words, both": one question asked three ways, every passage any mode
  * found listed once (a passage is its base, its document and its text) with its rank in each
- * mode — Both, Meaning, Words — and why it came up, in the spec's words. */
+ * mode — Both, Meaning, Words — and why it came up, in docs/console.md's words. */
 
 import { Unreachable } from "./api.js";
 import { $, el, highlighted, marksOf, ms, plural } from "./dom.js";

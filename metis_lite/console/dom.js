@@ -123,7 +123,8 @@ export function unwrapped(text) {
 
 // -- Numbers and places ---------------------------------------------------------------------
 
-/** The spec's line: meaning 0.830 (#1) · words 7.41 (#2) · fused 0.0328 · reranker 0.970,
+/** The score line (docs/how-search-works.md):
+ * meaning 0.830 (#1) · words 7.41 (#2) · fused 0.0328 · reranker 0.970,
  * with only the parts that apply (a score that does not apply is absent from the answer, and a
  * search by one way only fused nothing). */
 export function scoreLine(scores, mode = "hybrid") {

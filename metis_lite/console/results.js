@@ -1,5 +1,5 @@
 /* One answer on the Search page: its warnings above its results, its timings, and each result
- * with its snippet (the words the search matched marked), its citation and the spec's score
+ * with its snippet (the words the search matched marked), its citation and its score
  * line; the answer scrolled into view when the form leaves it below the fold. */
 
 import { ApiError, Unreachable } from "./api.js";

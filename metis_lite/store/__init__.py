@@ -13,7 +13,7 @@ The Store is one class made of a part per concern, each a module of this package
     reading.py    chunk rows, filters, counts, word frequencies (what searches read)
     vectors.py    vectors and what changed since a reader looked
     facts.py      facts and saved evaluations
-    runs.py       the spec, indexing runs, search counts
+    runs.py       the base's spec, indexing runs, search counts
     publication.py  the mark of a published copy (publish.py) and its rollback journal
     pool.py       a bounded pool of Stores, lent to one borrower at a time (Base uses it)
 """
