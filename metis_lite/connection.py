@@ -94,7 +94,8 @@ def connect(
     rather than told after a look that it is there). The file's identity is read first, so a
     damaged file says so; only a base or a new file is put in WAL mode, never another program's
     database. A published copy (publish.py), and a base where nothing can be written (a
-    read-only file system, file or folder), are opened read-only, and immutable when SQLite cannot open it otherwise and no -wal lies
+    read-only file system, file or folder), are opened read-only; such a base, asked to be
+    read-only or not, is opened immutable when SQLite cannot open it otherwise and no -wal lies
     beside it (it could not create the -shm it needs): it is still searched, and writing to
     it fails as BASE_READ_ONLY.
 
@@ -103,7 +104,7 @@ def connect(
     (publish.py), replaced by a rename and never written in place.
     """
     files.hold_database(path)  # never opened but by SQLite from now on (files.py)
-    unwritable = not readonly and not immutable and _unwritable(Path(path))
+    unwritable = not immutable and _unwritable(Path(path))  # asked read-only or not
     readonly = readonly or unwritable or immutable
     flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE
     if create and not readonly:

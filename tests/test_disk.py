@@ -225,6 +225,28 @@ def test_a_polling_service_says_once_that_a_read_only_base_is_not_indexed(tmpfs,
     assert "indexing frozen failed" not in log and "Traceback" not in log, log
 
 
+def test_a_live_base_on_a_read_only_mount_is_served_read_only(tmpfs, tmp_path):
+    """`serve --read-only` of a base in WAL mode on a read-only file system, no -wal or -shm
+    beside it: SQLite cannot make the -shm a WAL reader needs, so the file is read as it is
+    (nothing can change it), as every other command reads it there."""
+    from metis_lite.base import Base
+
+    base_file = tmpfs / "live.db"
+    made = metis("index", base_file, corpus(tmp_path / "src", 3), *WORDS_ONLY)
+    assert made.returncode in WORDS_ONLY_DONE, made.stderr
+    assert not Path(f"{base_file}-wal").exists() and not Path(f"{base_file}-shm").exists()
+    remount(tmpfs, "ro")
+    try:
+        with Base(base_file, read_only=True) as base:
+            found = base.search("word2", mode="keyword").results
+            assert [r.citation.document for r in found][:1] == ["d002.md"]
+            assert base.status().documents == 3
+        with Base(base_file) as base:  # and a base not asked to be read-only, as before
+            assert base.search("word1", mode="keyword").results
+    finally:
+        remount(tmpfs, "rw")
+
+
 def test_a_base_opened_read_only_says_so_and_still_answers(tmp_path):
     src = corpus(tmp_path / "src", 10)
     base_file = tmp_path / "b.db"
