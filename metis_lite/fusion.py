@@ -29,7 +29,8 @@ Two ways, named by `fusion` (FUSIONS in settings.py):
   Ranks need no calibration; they depend on how deep each list was read, and forget how far
   apart two chunks are.
 
-Several bases with one embedding model (the same label on their vectors) are fused as one: the
+Several bases with one embedding model (the same label on their vectors, the question and the
+chunks embedded behind the same prefixes) are fused as one: the
 union of their lists under one normalisation — `unrelated` the mean over all their chunks, `best`
 the best of all, words as shares of the question's weight in each base (each base's BM25 has its
 own word statistics; a share of the question compares across bases where a raw BM25 does not).
@@ -77,7 +78,9 @@ class Candidates:
     full: float = 0.0
     """The BM25 score of a chunk holding each of the question's words once."""
     model: str | None = None
-    """The label of the vectors the question was compared with; None: no search by meaning."""
+    """What the question's cosines compare within: the label of the vectors it was compared
+    with and the prefixes of the question and the chunks (search.embedding_space); None: no
+    search by meaning."""
 
     @property
     def dense_more(self) -> bool:

@@ -81,6 +81,7 @@ class SearchContext:
     embedder: Callable[[], Embedder]
     reranker: Callable[[], Reranker | None]
     query_prefix: str = ""
+    document_prefix: str = ""
     fusion: str = FUSION
     memory_order: MemoryOrder | None = None
     facts_of: FactsOf | None = None
@@ -319,8 +320,15 @@ def lists(
         unrelated=ready.unrelated,
         vectors=ctx.vectors.count,
         full=ready.full,
-        model=ctx.vectors.model if ready.query is not None else None,
+        model=embedding_space(ctx) if ready.query is not None else None,
     )
+
+
+def embedding_space(ctx: SearchContext) -> str:
+    """What a base's cosines compare within: the label of its vectors with the prefixes its
+    question and chunks were embedded behind. Two bases of one model label embedded behind
+    other prefixes give cosines on other scales, and fusion treats them as two models."""
+    return "\x00".join((ctx.vectors.model, ctx.query_prefix, ctx.document_prefix))
 
 
 def first_depth(top_k: int, *, memory: bool = False) -> int:

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
-from conftest import EXAMPLES, FIXTURES, ROOT, words_only_base
+from conftest import DEAD_EMBEDDING, EXAMPLES, FIXTURES, ROOT, words_only_base
 from word_models import WordsEmbedder
 
 import metis_lite
@@ -197,6 +197,29 @@ def test_ranks_cited_by_several_bases_are_ranks_in_their_lists_merged(two_bases,
     assert medical_first.scores.dense_rank == 1  # first in its own base …
     cited = next(r for r in answer.results if r.chunk_id == medical_first.chunk_id)
     assert cited.base == "medical" and cited.scores.dense_rank > 1  # … not among both
+
+
+def test_one_model_behind_other_query_prefixes_is_two_models(tmp_path):
+    # The same label on both bases' vectors, but one question embedded behind "query: ": its
+    # cosines are on another scale, so the bases take turns instead of sharing one.
+    def base(name: str, folder: Path, **embedding) -> Base:
+        made = words_only_base(tmp_path / f"{name}.db")
+        made.configure(embedding={**DEAD_EMBEDDING, **embedding})
+        made.add_source(folder)
+        made._embedder = WordsEmbedder()
+        made.index()
+        return made
+
+    with (
+        base("handbook", EXAMPLES) as handbook,
+        base("same", FIXTURES / "ranking" / "medical") as same,
+        base("other", FIXTURES / "ranking" / "medical", query_prefix="query: ") as other,
+    ):
+        question = "travel expenses hotel"
+        one_scale = search_bases([handbook, same], question, mode="dense", top_k=4).results
+        in_turn = search_bases([handbook, other], question, mode="dense", top_k=4).results
+    assert [r.base for r in one_scale[:2]] == ["handbook", "handbook"]
+    assert [r.base for r in in_turn] == ["handbook", "other", "handbook", "other"]
 
 
 def split_in_three(whole: Path, folder: Path) -> list[Path]:
