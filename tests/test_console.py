@@ -41,7 +41,7 @@ ARTIFACTS = ROOT / "test-artifacts" / "console"
 DESKTOP = (1280, 800)
 PHONE = (390, 844)
 """The two windows every page is looked at in, in CSS pixels of the page itself."""
-NEAR_THE_TOP = 10  # console/compare.js: a list placed a passage near the top: its first 10
+NEAR_THE_TOP = 10  # console/why.js: a list placed a passage near the top: its first 10
 QUESTION = "how many holidays do I get"
 TOKEN = "console-test-token-0123456789"
 SERVE_START_S = 60.0

@@ -4,11 +4,14 @@ and a floor on the public FaQuAD collection."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import dataclasses
 import io
 import json
 import math
 import re
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -20,10 +23,13 @@ from conftest import EXAMPLES, ROOT, words_only_base
 from metis_lite.base import Base
 from metis_lite.cli import main
 from metis_lite.evaluation import beir, metrics
-from metis_lite.evaluation.runner import evaluate, why
+from metis_lite.evaluation.runner import _Signal, evaluate, why
 from metis_lite.evaluation.sets import EvalSet, Expected, Question, read_jsonl
+from metis_lite.evaluation.why import why_it_came_up
+from metis_lite.records import WordMatch
 
 FAQUAD = ROOT / "tests" / "fixtures" / "eval" / "faquad_pt"  # CC BY 4.0: SOURCE.md
+CONSOLE = ROOT / "metis_lite" / "console"
 
 
 @dataclass(frozen=True)
@@ -89,16 +95,72 @@ def test_a_place_finding_two_items_counts_its_best_grade_and_never_exceeds_one()
     assert metrics.ndcg(nothing, 10) == 0.0 and metrics.reciprocal_rank(nothing) == 0.0
 
 
-def test_why_uses_the_consoles_words():
-    from metis_lite.evaluation.runner import _Signal
+def word(text: str, *, common: bool = False, exact: bool = True) -> WordMatch:
+    return WordMatch(text, 30 if common else 2, common, exact, (text,) if exact else ())
 
-    assert why(_Signal(2, 1)) == "close in meaning (#2) and shares words (#1) — both agree"
-    assert why(_Signal(None, 1)) == (
-        "shares words (#1); not among the closest in meaning — it names a term of the question exactly"
+
+WHY_CASES = [
+    # (dense rank, keyword rank, words held, meaning searched, reranker's score)
+    (2, 1, [word("xid")], True, None),
+    (10, 10, [], True, None),
+    (11, 10, [word("xid")], True, None),  # the words' list near the top, meaning not
+    (None, 1, [word("xid"), word("do", common=True)], True, None),
+    (None, 1, [word("do", common=True), word("get", common=True)], True, None),
+    (None, 1, [word("travel", exact=False)], True, None),  # only a form: names no term
+    (None, 3, [word("xid")], False, None),  # meaning could not be searched
+    (40, 2, [word("xid")], True, 0.97),
+    (1, None, [], True, None),
+    (1, 30, [word("get", common=True)], True, -1.25),
+    (30, 45, [word("get", common=True)], True, None),
+    (12, None, [], True, None),
+    (None, None, [], True, 0.5),
+]
+
+
+def test_why_says_what_the_console_says_by_one_set_of_rules():
+    # The eval report said "both agree" for any ranks up to 50 and "names a term exactly" for
+    # any words, while claiming the console's words: both now read evaluation/why.py's rules.
+    said = [
+        why_it_came_up(m, w, words, meaning_searched=searched, rerank=rerank)
+        for m, w, words, searched, rerank in WHY_CASES
+    ]
+    assert said[0] == "close in meaning (#2) and shares words (#1) — both agree"
+    assert "both agree" in said[1] and "both agree" not in said[2]
+    assert said[3].endswith("it names a term of the question exactly")
+    assert said[4].endswith("the words it shares are common in the base")
+    assert said[5].endswith("the words it shares are common in the base")
+    assert "meaning could not be searched" in said[6]
+    assert said[7].endswith("; the reranker scored it 0.970")
+    assert said[10].endswith("neither list placed it among its first 10")
+    # The eval runner's own why: ranks past what a search of top_k = k keeps count as absent.
+    assert why(_Signal(213, 1, words=(word("xid"),)), within=50).startswith(
+        "shares words (#1: “xid”); not among the closest in meaning"
     )
-    assert why(_Signal(1, None)).startswith("close in meaning (#1); its words do not match")
-    assert why(_Signal(1, None, 0.97)).endswith("; the reranker scored it 0.970")
-    assert why(_Signal(213, 1), within=50).startswith("shares words (#1); not among the closest")
+    assert why(_Signal(30, 45, words=(word("get", common=True),))) == said[10]
+    assert why(None) == "not among the best 100 by meaning or by words"
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("no node to run the console's why.js")
+    script = (
+        "const { why } = await import(process.argv[1]);"
+        "const cases = JSON.parse(process.argv[2]);"
+        "console.log(JSON.stringify(cases.map(c => why(...c))));"
+    )
+    module = CONSOLE / "why.js"
+    cases = [
+        [m, w, [dataclasses.asdict(x) for x in words], searched, rerank]
+        for m, w, words, searched, rerank in WHY_CASES
+    ]
+    # The console's file as an ES module wherever it lies (no package.json says so).
+    source = f"data:text/javascript;base64,{base64.b64encode(module.read_bytes()).decode()}"
+    ran = subprocess.run(
+        [node, "--input-type=module", "-e", script, source, json.dumps(cases)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout) == said
 
 
 # -- a tiny BEIR collection whose answer is known -------------------------------------------

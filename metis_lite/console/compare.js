@@ -5,22 +5,16 @@
 import { Unreachable } from "./api.js";
 import { $, el, highlighted, marksOf, ms, plural } from "./dom.js";
 import { citationNodes, doneLoading, MODE_NAMES, showError, showWarnings, warningItems } from "./results.js";
+import { NEAR_THE_TOP, why } from "./why.js";
 
 export const COMPARE_MODES = ["hybrid", "dense", "keyword"];
 const COLUMN_NAMES = { hybrid: "Both", dense: "Meaning", keyword: "Words" };
 const NO_MEANING_CODES = new Set(["EMBEDDING_MODEL_UNAVAILABLE", "NO_VECTORS"]);
 const AFTER_HYBRID = 1000; // passages hybrid did not return come after all it did
 
-/** A list placed a passage near the top when it ranked it among its first NEAR_THE_TOP: the
- * results a search shows unless asked for more. Lower, a list agreed only weakly. */
-export const NEAR_THE_TOP = 10;
-
-const quoted = (words) => words.map((w) => `“${w}”`).join(", ");
-
-/** Why a passage came up, from the ranks each retriever gave it (the hybrid answer's own
- * dense_rank and keyword_rank where it has them, else the single-mode answers') and from the
- * question's words it holds: "both agree" only when both lists placed it near the top; "it
- * names a term of the question exactly" only when a word it holds is not common in its base. */
+/** Why a passage came up (why.js, the rules evaluation/why.py states too), from the ranks each
+ * retriever gave it — the hybrid answer's own dense_rank and keyword_rank where it has them,
+ * else the single-mode answers' — and from the question's words it holds. */
 export function whyItCameUp(entry, meaningSearched) {
   const both = entry.found.hybrid;
   const meaning = entry.found.dense;
@@ -28,35 +22,8 @@ export function whyItCameUp(entry, meaningSearched) {
   const pick = (...values) => values.find((v) => v !== undefined && v !== null);
   const m = pick(both && both.result.scores.dense_rank, meaning && meaning.result.scores.dense_rank, meaning && meaning.rank);
   const w = pick(both && both.result.scores.keyword_rank, words && words.result.scores.keyword_rank, words && words.rank);
-  const near = (rank) => rank !== undefined && rank <= NEAR_THE_TOP;
-  const held = (entry.result.words || []).filter((x) => x.exact);
-  const terms = held.filter((x) => !x.common).map((x) => x.word);
-  const common = held.filter((x) => x.common).map((x) => x.word);
-  const close = m === undefined ? null : `close in meaning (#${m})`;
-  const ranked = w === undefined ? null : `shares words (#${w})`;
-  const listed = ranked && held.length ? `shares words (#${w}: ${quoted(terms.length ? terms : common)})` : ranked;
-  let why;
-  if (near(m) && near(w)) {
-    why = `${close} and ${ranked} — both agree`;
-  } else if (near(w)) {
-    const apart = m === undefined ? "not among the closest in meaning" : `further in meaning (#${m})`;
-    if (!meaningSearched && m === undefined) {
-      why = `${listed}; meaning could not be searched — the embedding model did not answer`;
-    } else if (terms.length) {
-      why = `${listed}; ${apart} — it names a term of the question exactly`;
-    } else {
-      why = `${listed}; ${apart} — the words it shares are common in the base`;
-    }
-  } else if (near(m)) {
-    why = `${close}; ${ranked ? `${listed}, further down` : "its words do not match"} — it says the same thing in other words`;
-  } else if (close || ranked) {
-    why = `${[close, listed].filter(Boolean).join(" and ")}; neither list placed it among its first ${NEAR_THE_TOP}`;
-  } else {
-    why = "found by the fused ranking";
-  }
   const rerank = pick(both && both.result.scores.rerank, meaning && meaning.result.scores.rerank, words && words.result.scores.rerank);
-  if (rerank !== undefined) why += `; the reranker scored it ${rerank.toFixed(3)}`;
-  return why;
+  return why(m, w, entry.result.words, meaningSearched, rerank);
 }
 
 function bestRank(entry) {

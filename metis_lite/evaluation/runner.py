@@ -21,6 +21,7 @@ warnings searches gave (results by keywords only …) are counted per mode.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -32,12 +33,16 @@ from metis_lite.errors import InvalidRequest, ModelError
 from metis_lite.evaluation import metrics
 from metis_lite.evaluation.metrics import Judged
 from metis_lite.evaluation.sets import EXPECTED_NOT_IN_BASE, EvalSet, Expected
-from metis_lite.records import Answer, MetisWarning
+from metis_lite.evaluation.why import why_it_came_up
+from metis_lite.records import Answer, MetisWarning, WordMatch
 from metis_lite.search import candidates
 from metis_lite.settings import FUSIONS, MODES, TOP_K, TOP_K_MAX
 
 DEEP_K = 100
 """recall@100: the deeper search's top_k (the most a search returns)."""
+
+NO_MEANING_CODES = frozenset(("EMBEDDING_MODEL_UNAVAILABLE", "NO_VECTORS"))
+"""Warnings that say a search did not search by meaning (as the console reads them)."""
 
 EXAMPLES_PER_SIDE = 3
 """Examples kept per pair of modes for each side that ranks a question better."""
@@ -122,11 +127,15 @@ class EvalReport:
 
 @dataclass(frozen=True)
 class _Signal:
-    """What the retrievers said of one chunk for one question (the console's why)."""
+    """What the retrievers said of one chunk for one question (the console's why): its ranks,
+    the reranker's score, the question's words it holds, and whether a search that found it
+    searched by meaning."""
 
     dense_rank: int | None = None
     keyword_rank: int | None = None
     rerank: float | None = None
+    words: tuple[WordMatch, ...] = ()
+    meaning_searched: bool = True
 
 
 @dataclass
@@ -258,7 +267,7 @@ def _run_mode(base, mode, questions, per_question, grades, signals, k, rerank, p
             for result in answer.results:
                 for item in per_question[n].get(result.chunk_id, ()):
                     outcome.item_chunk.setdefault(item, result.chunk_id)
-                _note(signals[n], result)
+                _note(signals[n], result, answer)
         done.append(outcome)
         if progress:
             progress(mode, n + 1, len(questions))
@@ -284,12 +293,19 @@ def _judge(answer: Answer, items_of: dict[int, frozenset[int]], grades) -> Judge
     return metrics.judge(ranked, grades)
 
 
-def _note(signals: dict[int, _Signal], result) -> None:
-    s, old = result.scores, signals.get(result.chunk_id, _Signal())
+def _note(signals: dict[int, _Signal], result, answer: Answer) -> None:
+    s, old = result.scores, signals.get(result.chunk_id)
+    meaning = answer.mode != "keyword" and not any(
+        w.code in NO_MEANING_CODES for w in answer.warnings
+    )
+    if old is None:
+        old = _Signal(words=result.words, meaning_searched=meaning)
     signals[result.chunk_id] = _Signal(
         old.dense_rank if s.dense_rank is None else s.dense_rank,
         old.keyword_rank if s.keyword_rank is None else s.keyword_rank,
         old.rerank if s.rerank is None else s.rerank,
+        old.words or result.words,
+        old.meaning_searched or meaning,
     )
 
 
@@ -337,37 +353,44 @@ def _example(better, n, outcomes, questions, signals, k) -> Example:
         expected=questions[n].expected[item].label(),
         better=better,
         ranks=tuple((mode, place(done[n], item, k)) for mode, done in outcomes.items()),
-        why=why(signals[n].get(chunk, _Signal()), within=candidates(k)),
+        why=why(_signal(signals[n], chunk), within=candidates(k)),
     )
 
 
-def why(signal: _Signal, *, within: int | None = None) -> str:
-    """Why a passage came up, in the console's words (spec, "The three modes").
+def _signal(signals: dict[int, _Signal], chunk: int | None) -> _Signal | None:
+    """The chunk's signal, saying meaning was searched when any search of the question did
+    (as the console reads its three answers); None when no search found the chunk."""
+    signal = signals.get(chunk) if chunk is not None else None
+    if signal is None:
+        return None
+    searched = any(s.meaning_searched for s in signals.values())
+    return dataclasses.replace(signal, meaning_searched=searched)
+
+
+NOT_FOUND = "not among the best 100 by meaning or by words"
+"""Why, for an expected passage no search of the run found."""
+
+
+def why(signal: _Signal | None, *, within: int | None = None) -> str:
+    """Why a passage came up, by the rules the console's Compare view says it by
+    (evaluation/why.py); NOT_FOUND when no search found it (`signal` None).
 
     A rank past `within` (what each retriever keeps for a search of top_k = k; the deeper
     search's lists go further) counts as not found by that retriever.
     """
+    if signal is None:
+        return NOT_FOUND
     d, w = signal.dense_rank, signal.keyword_rank
     if within is not None:
         d = d if d is not None and d <= within else None
         w = w if w is not None and w <= within else None
-    if d is not None and w is not None:
-        text = f"close in meaning (#{d}) and shares words (#{w}) — both agree"
-    elif w is not None:
-        text = (
-            f"shares words (#{w}); not among the closest in meaning — it names a term of the "
-            "question exactly"
-        )
-    elif d is not None:
-        text = (
-            f"close in meaning (#{d}); its words do not match — it says the same thing in "
-            "other words"
-        )
-    else:
-        text = "not among the best 100 by meaning or by words"
-    if signal.rerank is not None:
-        text += f"; the reranker scored it {signal.rerank:.3f}"
-    return text
+    return why_it_came_up(
+        d,
+        w,
+        signal.words,
+        meaning_searched=signal.meaning_searched,
+        rerank=signal.rerank,
+    )
 
 
 # -- Step 1 ---------------------------------------------------------------------------------
