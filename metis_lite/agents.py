@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -235,12 +236,22 @@ class SearchRequest:
     fusion: str | None = None
 
 
-class Agent:
-    """The tools over a set of open bases (not closed here: their owner closes them)."""
+Hold = Callable[[], AbstractContextManager[None]]
+"""What keeps the bases a call reads open until it ends (a read-only service's copies.py pins:
+a copy replaced meanwhile is closed only after)."""
 
-    def __init__(self, bases: Mapping[str, Base], *, threads: int = THREADS) -> None:
+
+class Agent:
+    """The tools over a set of open bases (not closed here: their owner closes them). Each call
+    runs under `hold()`, from its start to its very end: a carrier that stops waiting for an
+    answer (MCP's deadline) does not end the call, nor the hold on what it reads."""
+
+    def __init__(
+        self, bases: Mapping[str, Base], *, threads: int = THREADS, hold: Hold = nullcontext
+    ) -> None:
         self.bases = bases  # read at each call: a read-only service puts new copies in it
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="agent")
+        self._hold = hold
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
@@ -283,7 +294,8 @@ class Agent:
         if unknown:
             raise InvalidRequest(f"{tool} takes no argument {unknown[0]!r}")
         handler: Callable[[Mapping[str, Any], Scope], ToolAnswer] = getattr(self, f"_{tool}")
-        return handler(arguments, scope)
+        with self._hold():
+            return handler(arguments, scope)
 
     def _search(self, args: Mapping[str, Any], scope: Scope) -> ToolAnswer:
         request = self._search_request(args, scope)
@@ -414,8 +426,9 @@ class Agent:
     def read(self, uri: str, scope: Scope) -> passages.Passage:
         """The passage a `metis://` address names (passages.py), within the scope."""
         address = passages.parse_address(uri)
-        base = self.base(address.base, scope)
-        return self._run(passages.read_passage, base, address)
+        with self._hold():
+            base = self.base(address.base, scope)
+            return self._run(passages.read_passage, base, address)
 
 
 def _allows(scope: Scope, name: str) -> bool:

@@ -10,7 +10,9 @@ loaded again) and puts it in the older one's place in one step. The bases opened
 warmed by the same thread first, while they are searched already (FTS5 answers until then). A request that starts after
 that is answered from the new copy; one that started before finishes on the old one.
 
-Every request holds what it reads with `pinned()`. A Base put out of service is closed — every
+Every request holds what it reads with `pinned()`, and so does each MCP tool call, from its start
+to its end (agents.Agent's `hold`): /mcp stops waiting at its deadline and answers 503, ending
+its request, while the call's thread may still search. A Base put out of service is closed — every
 descriptor of its file with it — once every request that began before the switch has ended
 (requests count by epoch: one that starts after the switch cannot reach the old Base). A file
 that cannot be opened (damaged, not a base, from a newer metis-lite) does not replace the copy

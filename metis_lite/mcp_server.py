@@ -48,6 +48,7 @@ import os
 import threading
 from collections import Counter
 from collections.abc import Mapping, MutableMapping, Sequence
+from contextlib import nullcontext
 from typing import Any
 
 import anyio
@@ -61,7 +62,7 @@ from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
 from metis_lite import __version__, agents, passages
-from metis_lite.agents import Agent, Scope
+from metis_lite.agents import Agent, Hold, Scope
 from metis_lite.base import Base
 from metis_lite.errors import InvalidRequest, MetisError
 from metis_lite.jsonrpc import INVALID_REQUEST, LineFramer, Refusal, read_message, request_id
@@ -197,11 +198,16 @@ class McpHttp:
     reaches the SDK (a stateless server keeps no stream open): GET and DELETE answer 405.
     The caller checks tokens, Host and Origin first (the SDK's DNS-rebinding check is off, as
     the service's own Host check is the one), and says which bases the request may name.
-    The bases stay the caller's: `close` stops the loop, not them.
+    The bases stay the caller's: `close` stops the loop, not them. Each tool call holds them
+    with `hold` (a read-only service's pins) from its start to its end, also past ANSWER_S,
+    when the request has been answered 503 and its hold let go: a copy replaced meanwhile is
+    not closed under a search still running.
     """
 
-    def __init__(self, bases: Mapping[str, Base], *, answer_s: float = ANSWER_S) -> None:
-        self._agent = Agent(bases)
+    def __init__(
+        self, bases: Mapping[str, Base], *, answer_s: float = ANSWER_S, hold: Hold = nullcontext
+    ) -> None:
+        self._agent = Agent(bases, hold=hold)
         self._answer_s = answer_s
         self._manager = StreamableHTTPSessionManager(
             app=build_server(self._agent, scoped=True),

@@ -261,6 +261,50 @@ def test_a_new_copy_is_served_between_requests_and_the_old_closed_after_its_last
     assert of(dest, open_files()) == (0, 0)
 
 
+def test_an_mcp_search_past_its_answer_deadline_holds_its_copy_until_it_ends(tmp_path):
+    """/mcp answers 503 once its deadline passes, and the request's own hold ends then; the
+    tool call's thread still searches the old copy, which must stay open until it is done."""
+    from metis_lite.copies import WATCH_S
+    from metis_lite.mcp_server import McpHttp
+
+    live = live_base(tmp_path, "alpha words here", "beta words there", vectors=True)
+    dest = tmp_path / "pub.db"
+    publish(live, dest)
+    service = reader_service(dest, [])
+    gate = GatedEmbedder()
+    bridge = McpHttp(service.bases, answer_s=0.5, hold=service.request)
+    try:
+        old = service.bases["pub"]
+        old._embedder = gate
+        meta = {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
+        call = {"name": "search", "arguments": {"question": "alpha words"}, "_meta": meta}
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call})
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"accept", b"application/json, text/event-stream"),
+        ]
+        with service.request():  # as the service's routes hold every request
+            status, _, answered = bridge.handle("POST", headers, body.encode(), allowed_bases=None)
+        assert status == 503, answered  # no answer in time: the search waits on its model
+        assert gate.entered.wait(30), "the search never asked the model"
+
+        add_document(live, "later", "omega arrives later", vectors=True)
+        publish(live, dest)
+        wait_until(lambda: service.bases["pub"] is not old, "the switch")
+        time.sleep(4 * WATCH_S)  # the watcher looked again, and would have closed a free copy
+        assert of(dest, open_files()) == (17, 17)  # the old copy is open under the search
+        gate.release.set()
+        wait_until(lambda: of(dest, open_files()) == (17, 0), "the old copy's closing", 10)
+    finally:
+        gate.release.set()
+        bridge.close()
+        service.close()
+    assert of(dest, open_files()) == (0, 0)
+
+
 def test_searches_on_many_threads_never_fail_while_copies_are_published(tmp_path):
     live = live_base(tmp_path, "alpha words here", "beta words there")
     dest = tmp_path / "pub.db"

@@ -5,7 +5,7 @@
   kept elsewhere (MEASURED.md, DESIGN.md, STYLE.md, a product specification: the repository's
   own description of a search is docs/how-search-works.md), no tracker's numbers or threads.
   Each relative link of a Markdown file resolves to a file of the repository.
-- Every `python -m NAME` the text names is a module that runs.
+- Every module the text runs with `python -m` is a module that runs.
 - No module of the package is past MODULE_LINES_MAX lines.
 - No top-level name of the package shadows a builtin.
 - Below the entry points no module reads stdin or rewires the process's fds 0 and 1 (MCP's

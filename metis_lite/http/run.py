@@ -122,12 +122,13 @@ def _check_model_urls(bases: Mapping[str, Any]) -> None:
             raise InvalidRequest(f"base {name} ({base.path}): {exc.message}") from None
 
 
-def _mcp_http(bases: Mapping[str, Any]) -> Any:
+def _mcp_http(bases: Mapping[str, Any], hold: Any) -> Any:
     """The MCP transport at /mcp, made on its first request: the SDK is the extra `mcp`
-    (ImportError without it), and the routes are handed this rather than importing it."""
+    (ImportError without it), and the routes are handed this rather than importing it. `hold`
+    keeps a read-only service's copies open for each tool call to its end."""
     from metis_lite.mcp_server import McpHttp
 
-    return McpHttp(bases)
+    return McpHttp(bases, hold=hold)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

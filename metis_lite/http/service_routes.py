@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -73,9 +74,10 @@ DOCUMENT_CSP = "sandbox; default-src 'none'; img-src 'self' data:; style-src 'un
 """A document's HTML is shown as a page of no origin: no script, no form, no request home."""
 
 
-McpFactory = Callable[[Mapping[str, Any]], Any]
+McpFactory = Callable[[Mapping[str, Any], Callable[[], AbstractContextManager[None]]], Any]
 """Makes the MCP transport over the served bases (mcp_server.McpHttp, handed in by http/run.py,
-so that the routes do not import an edge above them); it raises ImportError without the SDK."""
+so that the routes do not import an edge above them), with what holds a read-only service's
+copies open for each tool call to its end; it raises ImportError without the SDK."""
 
 WRITES = ("POST", "PUT", "PATCH", "DELETE")
 """Methods that change something: their Origin, when sent, must be the service's own."""
@@ -314,7 +316,7 @@ class ServiceApp:
                 if self._mcp_factory is None:
                     raise HttpError(404, "this service does not answer MCP")
                 try:
-                    self._mcp = self._mcp_factory(self.service.bases)
+                    self._mcp = self._mcp_factory(self.service.bases, self.service.request)
                 except ImportError:
                     raise HttpError(
                         404, "/mcp needs the MCP extra: pip install 'metis-lite[mcp]'"
