@@ -8,6 +8,7 @@ runs) are mixins of `StoreCore`, each in its own module, joined in store/__init_
 
 from __future__ import annotations
 
+import os
 import random
 import time
 from collections.abc import Iterator
@@ -19,7 +20,7 @@ from typing import Any
 import apsw
 
 from metis_lite import connection as policy
-from metis_lite.errors import BaseBusy, StoreError
+from metis_lite.errors import BaseBusy, BaseDamaged, StoreError
 
 BUSY_RETRY_S = (0.005, 0.05)
 """A write refused at once (a stale snapshot, a WAL being recovered: SQLite calls no busy
@@ -46,6 +47,7 @@ class StoreCore:
     db: apsw.Connection
     _depth: int  # write transactions open on this connection (writing())
     _upgrade_due: bool  # an older base: its first write brings it up to date (_upgrade)
+    _wal_files: tuple[tuple[int, int], ...] | None  # the -wal and -shm it opened (_check_wal)
 
     def close(self) -> None:
         self.db.close()
@@ -98,6 +100,7 @@ class StoreCore:
             self._depth = 1
             upgraded = self._upgrade_due
             try:
+                self._check_wal()
                 if upgraded:
                     self._upgrade()
                 yield
@@ -148,6 +151,41 @@ class StoreCore:
         finally:
             self.db.set_busy_timeout(policy.BUSY_TIMEOUT_MS)
 
+    def _remember_wal(self) -> None:
+        """Record the -wal and -shm this connection opened (a base in WAL mode, once read), or
+        None (not in WAL mode, or nothing to write: no check)."""
+        self._wal_files = None if self.db.readonly("main") else self._wal_now()
+
+    def _wal_now(self) -> tuple[tuple[int, int], ...] | None:
+        """(device, inode) of the files now named BASE-wal and BASE-shm; None if one is gone."""
+        found = []
+        for name in (self.db.filename_wal, f"{self.db.filename}-shm"):
+            try:
+                state = os.stat(name)
+            except FileNotFoundError:
+                return None
+            found.append((state.st_dev, state.st_ino))
+        return tuple(found)
+
+    def _check_wal(self) -> None:
+        """BASE_DAMAGED when the -wal or -shm this connection opened is no longer the file of
+        that name (deleted by hand, or by a client that found no lock of this process): what
+        it writes would then go where no other connection reads it, and another process's
+        commits could be overwritten. SQLite never removes them while a connection has the
+        base open, so a change is never SQLite's own doing."""
+        if self._wal_files is None or self._wal_now() == self._wal_files:
+            return
+        raise BaseDamaged(
+            f"{self.path}: its -wal or -shm was deleted or replaced while this process had the "
+            "base open, so nothing more is written here (other processes would not see it, and "
+            "what they write could be lost). Restart the processes that have it open: each "
+            "folds the WAL it holds into the base when it closes"
+        )
+
+    def _forget_wal(self) -> None:
+        """Out of WAL mode (SQLite removed its -wal and -shm itself): nothing to check."""
+        self._wal_files = None
+
     def _upgrade(self) -> None:
         """What an older base lacks, written inside its first write transaction (schema.py)."""
 
@@ -166,4 +204,7 @@ class StoreCore:
             mode = self.db.execute("PRAGMA journal_mode = DELETE").fetchone()
         except apsw.Error:
             return False
-        return mode is not None and str(mode[0]).lower() == "delete"
+        left = mode is not None and str(mode[0]).lower() == "delete"
+        if left:
+            self._forget_wal()
+        return left

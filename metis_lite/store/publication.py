@@ -49,6 +49,7 @@ class PublicationMixin(StoreCore):
                 [("published_id", publication.id), ("published_at", publication.at)],
             )
         mode = str(one(self.db.execute("PRAGMA journal_mode = DELETE"))[0]).lower()
+        self._forget_wal()
         if mode != "delete":
             raise StoreError(f"{self.path} stayed in {mode} mode: another connection has it open")
 

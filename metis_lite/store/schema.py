@@ -65,9 +65,11 @@ class SchemaMixin(StoreCore):
         self.path = Path(path)
         self._depth = 0
         self._upgrade_due = False
+        self._wal_files = None
         self.db = policy.connect(self.path, create=create, readonly=readonly, immutable=immutable)
         try:
             self._ensure_schema(create)
+            self._remember_wal()  # read by now, so SQLite has opened them
         except apsw.Error as exc:
             self.db.close()
             raise policy.read_failure(exc, self.path) or StoreError(f"{self.path}: {exc}") from exc
