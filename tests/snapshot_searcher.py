@@ -1,6 +1,7 @@
 """A second process that searches a base for a while (tests/test_snapshot.py): it prints, as
 one JSON line, each search's start and end (time.monotonic, shared by every process on the
-machine) and the (document, text) of each result, and every error it met."""
+machine) and the (document, text) of each result, and every error it met. With `spec` as its
+third argument it searches with the models the base's spec names, else with word_models'."""
 
 from __future__ import annotations
 
@@ -16,9 +17,10 @@ from word_models import attach  # noqa: E402
 from metis_lite.base import Base  # noqa: E402
 
 
-def main(path: str, seconds: float) -> None:
+def main(path: str, seconds: float, models: str = "words") -> None:
     searches, errors = [], []
-    with attach(Base(path)) as base:
+    opened = Base(path)
+    with opened if models == "spec" else attach(opened) as base:
         deadline = time.monotonic() + seconds
         n = 0
         while time.monotonic() < deadline:
@@ -37,4 +39,4 @@ def main(path: str, seconds: float) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], float(sys.argv[2]))
+    main(sys.argv[1], float(sys.argv[2]), *sys.argv[3:])

@@ -13,9 +13,13 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
+import httpx
 from conftest import ROOT, words_only_base
+from serving import serve, stop
+from test_faults import FaultyModel
 from word_models import WordsEmbedder, attach
 
 from metis_lite.base import Base
@@ -23,6 +27,9 @@ from metis_lite.store import Store
 
 CHURN_S = 4.0
 """How long index runs add and remove documents while searches run beside them."""
+
+SERVED_CHURN_S = 6.0
+"""The same through a real `serve`: how long its index passes run beside searches over HTTP."""
 
 SEARCHER = Path(__file__).resolve().parent / "snapshot_searcher.py"
 
@@ -37,10 +44,12 @@ def write_document(src: Path, n: int) -> None:
 
 class Churn:
     """Index runs that each add three documents and remove the three oldest, recording when
-    each document's addition and removal may have been committed (time.monotonic)."""
+    each document's addition and removal may have been committed (time.monotonic). `index`
+    runs one (a Base's, or a service's asked over HTTP) and returns (added, removed), or None
+    where it cannot tell."""
 
-    def __init__(self, base: Base, src: Path, first: int) -> None:
-        self.base, self.src = base, src
+    def __init__(self, index: Callable[[], tuple[int, int] | None], src: Path, first: int) -> None:
+        self.index, self.src = index, src
         self.present = list(range(first))
         self.added: dict[str, float] = {f"d{n:04}.md": -math.inf for n in range(first)}
         self.removed: dict[str, float] = {}
@@ -60,9 +69,9 @@ class Churn:
             started = time.monotonic()
             for n in new:
                 self.added[f"d{n:04}.md"] = started
-            report = self.base.index()
+            counts = self.index()
             ended = time.monotonic()
-            assert (report.added, report.removed) == (3, 3), report
+            assert counts in (None, (3, 3)), counts
             for n in gone:
                 self.removed[f"d{n:04}.md"] = ended
             self.runs += 1
@@ -90,7 +99,12 @@ def test_searches_beside_index_runs_that_add_and_remove_documents_see_one_snapsh
         write_document(src, n)
     base = attach(words_only_base(tmp_path / "churn.db", src))
     base.index()
-    churn = Churn(base, src, 30)
+
+    def index() -> tuple[int, int]:
+        report = base.index()
+        return report.added, report.removed
+
+    churn = Churn(index, src, 30)
     errors: list[str] = []
     ghosts: list[str] = []
     searches = 0
@@ -139,6 +153,87 @@ def test_searches_beside_index_runs_that_add_and_remove_documents_see_one_snapsh
     assert errors == [] and second["errors"] == []
     assert ghosts == []
     assert churn.runs >= 2 and searches > 0 and second["searches"]
+
+
+def test_searches_over_http_beside_the_services_index_passes_never_fail(tmp_path):
+    """The same churn through a real `serve`: it indexes on request (POST /index, one pass
+    after another) while three clients search it over HTTP in every mode, reranked, and a
+    second process searches the base beside it; the models answer over HTTP (TEI). No answer
+    is anything but 200, no result is a ghost, and the service logs no traceback."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for n in range(30):
+        write_document(src, n)
+    model = FaultyModel()
+    base_file = tmp_path / "served.db"
+    with Base(base_file, create=True) as base:
+        base.configure(
+            embedding={"provider": "tei", "url": model.url, "model": "bow", "timeout_s": 10},
+            reranker={"provider": "tei", "url": model.url, "timeout_s": 10},
+        )
+        base.add_source(src)
+        base.index()
+    service = serve(tmp_path, f"served={base_file}", "--poll", "0", "--no-access-log")
+    client = httpx.Client(base_url=service.url, timeout=60)
+
+    def index() -> None:
+        asked = client.post("/v1/bases/served/index")
+        assert asked.status_code == 202, asked.text
+        while client.get("/v1/bases").json()["bases"][0]["state"] != "Waiting":
+            time.sleep(0.02)
+
+    churn = Churn(index, src, 30)
+    statuses: list[tuple[str, int, str]] = []
+    ghosts: list[str] = []
+    reranked = 0
+    stop_searching = threading.Event()
+
+    def searching(offset: int) -> None:
+        nonlocal reranked
+        with httpx.Client(base_url=service.url, timeout=60) as own:
+            n = offset
+            while not stop_searching.is_set():
+                mode = ("hybrid", "dense", "keyword")[n % 3]
+                started = time.monotonic()
+                asked = {"question": f"churn topic word{n % 40}", "mode": mode, "top_k": 10}
+                answer = own.post("/v1/bases/served/search", json=asked)
+                n += 1
+                if answer.status_code != 200:
+                    statuses.append((mode, answer.status_code, answer.text[:300]))
+                    continue
+                body = answer.json()
+                reranked += bool(body["reranked"])
+                found = [(r["citation"]["document"], r["text"]) for r in body["results"]]
+                ghosts.extend(churn.ghosts(started, time.monotonic(), found))
+
+    other = subprocess.Popen(
+        [sys.executable, str(SEARCHER), str(base_file), str(SERVED_CHURN_S), "spec"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    threads = [threading.Thread(target=searching, args=(k,)) for k in range(3)]
+    for thread in threads:
+        thread.start()
+    try:
+        churn.run(SERVED_CHURN_S)
+    finally:
+        stop_searching.set()
+        for thread in threads:
+            thread.join()
+        out, err = other.communicate(timeout=120)
+        client.close()
+        stop(service)
+        model.close()
+    assert other.returncode == 0, err
+    second = json.loads(out)
+    for started, ended, found in second["searches"]:
+        ghosts.extend(churn.ghosts(started, ended, [tuple(f) for f in found]))
+    assert statuses == [] and second["errors"] == []
+    assert ghosts == []
+    assert churn.runs >= 2 and reranked > 0 and second["searches"]
+    assert "Traceback" not in service.output()
 
 
 def test_a_chunk_the_shared_vectors_hold_that_the_snapshot_lacks_is_never_reranked_or_cited(

@@ -213,38 +213,69 @@ def test_a_source_holding_links_to_the_served_base_never_opens_its_files(tmp_pat
     assert paths == {"keep.md"}  # the two files that became the base's are removed
 
 
+POSTERS = 4
+"""Threads posting facts without pause when the service is killed."""
+
+
 @needs_shell
 def test_kill_9_of_the_service_during_a_burst_of_facts_loses_no_fact_it_answered(tmp_path):
+    """Four clients post facts without pause while the shell reads; the service is killed
+    (SIGKILL) with requests in flight. Every fact it answered 201 is in the base, which is
+    whole; requests cut by the kill may or may not have been written, never half."""
     base_file, _ = documents_base(tmp_path, documents=1)
     service = serve(tmp_path, f"served={base_file}", "--poll", "0", "--no-access-log")
     answered: list[str] = []
-    stop_reading = threading.Event()
+    cut: list[float] = []  # when each request the kill cut short was sent
     reads: list[int] = []
+    stop_posting, stop_reading = threading.Event(), threading.Event()
+
+    def post_while(k: int) -> None:
+        with httpx.Client(timeout=30) as client:
+            for n in itertools.count():
+                if stop_posting.is_set():
+                    return
+                text = f"Burst fact {k}-{n}."
+                sent = time.monotonic()
+                try:
+                    answer = client.post(
+                        f"{service.url}/v1/bases/served/facts", json={"text": text}
+                    )
+                except httpx.HTTPError:
+                    cut.append(sent)
+                    continue
+                assert answer.status_code == 201, answer.text
+                answered.append(text)
 
     def read_while() -> None:
         while not stop_reading.is_set():
-            run = shell(base_file, "SELECT count(*) FROM facts;")
-            reads.append(run.returncode)
+            reads.append(shell(base_file, "SELECT count(*) FROM facts;").returncode)
 
+    threads = [threading.Thread(target=post_while, args=(k,)) for k in range(POSTERS)]
     reader = threading.Thread(target=read_while)
-    reader.start()
+    for thread in [*threads, reader]:
+        thread.start()
     try:
-        for n in range(40):
-            answer = post_fact(service, "served", f"Burst fact {n}.")
-            assert answer.status_code == 201, answer.text
-            answered.append(f"Burst fact {n}.")
+        deadline = time.monotonic() + 60
+        while len(answered) < 40:
+            assert time.monotonic() < deadline and all(t.is_alive() for t in threads)
+            time.sleep(0.01)
+        killed_at = time.monotonic()
         service.process.send_signal(signal.SIGKILL)
         service.process.wait()
     finally:
+        stop_posting.set()
+        for thread in threads:
+            thread.join()
         stop_reading.set()
         reader.join()
         if service.process.poll() is None:
             stop(service)
+    assert any(sent < killed_at for sent in cut), "no request was in flight when it was killed"
     assert reads and set(reads) == {0}
     assert shell(base_file, "PRAGMA integrity_check;").stdout.strip() == "ok"
     with closing(sqlite3.connect(base_file)) as plain:
         stored = {r[0] for r in plain.execute("SELECT text FROM facts")}
-    assert set(answered) <= stored
+    assert set(answered) <= stored and len(answered) >= 40
 
 
 def test_two_services_on_one_base_both_answer_and_every_fact_is_kept(tmp_path):
