@@ -12,6 +12,7 @@ temporary folder (`-p`, `daemon off`, every path inside it): no root path is rea
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import re
@@ -254,3 +255,81 @@ def test_nginx_in_front_of_two_readers_loses_no_search_through_a_publish_and_a_k
     for port in ports:
         log = (tmp_path / f"reader-{port}.log").read_text()
         assert "Traceback" not in log, log
+
+
+class StubReader:
+    """Answers as a reader does when its queue is full while `busy` (503 SERVICE_BUSY with
+    Retry-After, the request's body read first), else 200 with the body it was sent."""
+
+    def __init__(self) -> None:
+        self.busy = False
+        self.asked = 0
+        stub = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                stub.asked += 1
+                status, headers = 200, [("Content-Type", "text/plain")]
+                if stub.busy:
+                    status, headers = 503, [("Content-Type", "application/json")]
+                    headers.append(("Retry-After", "1"))
+                    body = b'{"error": {"code": "SERVICE_BUSY", "message": "queue full"}}'
+                self.send_response(status)
+                for name, value in (*headers, ("Content-Length", str(len(body)))):
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_busy_readers_503_is_asked_again_elsewhere_and_never_takes_a_reader_out(tmp_path):
+    """A reader's 503 is asked once more of the next reader, without counting against
+    max_fails: a busy reader stays in rotation, and when every reader is busy the client gets
+    their 503 with its Retry-After — never nginx's 502 "no live upstreams" for fail_timeout."""
+    readers = [StubReader(), StubReader()]
+    listen = free_port()
+    prefix = tmp_path / "nginx"
+    prefix.mkdir()
+    conf = nginx_conf(prefix, listen, [r.port for r in readers])
+    nginx = subprocess.Popen(
+        [str(NGINX), "-p", str(prefix), "-c", str(conf), "-e", str(prefix / "error.log")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for_port(listen, nginx, "nginx")
+        with httpx.Client(base_url=f"http://127.0.0.1:{listen}", timeout=30) as client:
+            readers[0].busy = True  # one reader busy: each of its requests goes to the other
+            for n in range(20):
+                answer = client.post("/v1/search", content=f"question {n}".encode())
+                assert (answer.status_code, answer.text) == (200, f"question {n}")
+            assert readers[0].asked >= 5, readers[0].asked  # still asked: not taken out
+
+            readers[1].busy = True  # both busy: the client hears it, and may come back
+            for _ in range(6):
+                answer = client.post("/v1/search", content=b"q")
+                assert answer.status_code == 503, (answer.status_code, answer.text)
+                assert answer.headers["Retry-After"] == "1"
+                assert answer.json()["error"]["code"] == "SERVICE_BUSY"
+
+            readers[0].busy = readers[1].busy = False  # at once, not after fail_timeout
+            answer = client.post("/v1/search", content=b"back")
+            assert (answer.status_code, answer.text) == (200, "back")
+    finally:
+        nginx.terminate()
+        nginx.wait(timeout=30)
+        for reader in readers:
+            reader.close()
