@@ -3,6 +3,7 @@ and past one process: read-only readers of a published copy, one alone and two b
 
     python benchmarks/bench_service.py [--chunks 100000] [--clients 16] [--seconds 20]
                                        [--mode keyword] [--readers] [--work DIR]
+                                       [--memory 100,10000,100000] [--out FILE]
 
 Builds a base of N generated chunks (benchmarks/gencorpus.py: Zipf-distributed words, ~800
 characters a chunk), then, in the same run, measures searches/s and p50/p95 latency:
@@ -21,6 +22,14 @@ characters a chunk), then, in the same run, measures searches/s and p50/p95 late
   scripts/install-system installs). Two over one behind nginx is what a second reader adds;
   one behind nginx over one asked directly is what nginx costs. Each reader's peak resident
   memory is said too (its vectors, words index and connections for this base).
+- with `--memory SIZES` (chunk counts, comma-separated), for each size a base of that many
+  chunks is built and published, and a fresh process opens the published copy read-only as a
+  reader does (`Base(read_only=True)`), reads it into memory (`Base.warm`) and searches it
+  MEMORY_SEARCHES times: its peak resident memory (VmHWM: Python, metis-lite and that one
+  base), the seconds `warm` took, and the file's size. docs/deploy.md's memory per base
+  (bases per reader) is read from these rows.
+
+`--out FILE` also writes every figure of the run as JSON (as benchmarks/run.py does).
 
 The ratio service / api is what the HTTP edge costs (the aim: at least 0.8).
 Questions are 3–10 words from the corpus's own law.
@@ -76,6 +85,8 @@ STARTUP_S = 120.0
 REQUEST_TIMEOUT_S = 60.0
 PER_CHUNKS = 100_000
 """A publish is said in seconds per this many chunks."""
+MEMORY_SEARCHES = 15
+"""Searches a reader's memory is measured after (the first ones fill SQLite's page caches)."""
 NGINX_CONF = ROOT / "examples" / "deploy" / "nginx-metis-lite.conf"
 NGINX_MAIN = """\
 worker_processes 1;
@@ -386,6 +397,40 @@ def readers_throughput(
             process.wait(timeout=30)
 
 
+def reader_memory(chunks: int, work: Path) -> dict:
+    """A reader's peak memory for one published copy of `chunks` chunks, measured in a fresh
+    process (the module docstring's `--memory`)."""
+    base_path, _ = build_base(chunks, work)
+    dest = work / "memory" / base_path.name
+    dest.parent.mkdir(exist_ok=True)
+    publish(base_path, dest)
+    asks = questions(Vocabulary(seed=7), MEMORY_SEARCHES)
+    done = subprocess.run(
+        [sys.executable, __file__, "--reader-memory-of", str(dest)],
+        input=json.dumps(asks),
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=STARTUP_S * 5,
+    )
+    measured = json.loads(done.stdout)
+    return {"chunks": chunks, "file_mb": round(dest.stat().st_size / 2**20, 1), **measured}
+
+
+def _reader_memory_of(path: str) -> None:
+    """In the measured process: the copy at `path` opened as a reader, warmed, searched with
+    the questions read from stdin; its peak resident memory and warm time, as JSON."""
+    asks = json.loads(sys.stdin.read())
+    with Base(path, read_only=True) as base:
+        started = time.perf_counter()
+        base.warm()
+        warm_s = time.perf_counter() - started
+        for question in asks:
+            base.search(question, mode="keyword")
+    peak = _peak_rss_mb(os.getpid())
+    print(json.dumps({"peak_rss_mb": peak, "warm_s": round(warm_s, 2), "searches": len(asks)}))
+
+
 def api_throughput(
     base_path: str | Path,
     *,
@@ -493,6 +538,14 @@ def table(chunks: int, built_s: float, figures: dict, seconds: float) -> str:
                 f"{one['searches_per_s'] / direct['searches_per_s']:.2f}",
             ),
         ]
+    for row in figures.get("reader_memory", ()):
+        rows.append(
+            (
+                f"reader memory, {row['chunks']:,} chunks",
+                f"peak {row['peak_rss_mb']:.0f} MB (a {row['file_mb']:.1f} MB copy; warm in "
+                f"{row['warm_s']:.2f} s, then {row['searches']} searches)",
+            )
+        )
     width = max(len(label) for label, _ in rows) + 2
     return "\n".join(label.ljust(width) + value for label, value in rows)
 
@@ -509,7 +562,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="also one reader and two behind nginx, on a published copy (needs nginx)",
     )
     parser.add_argument("--work", help="folder for the corpus and base (kept; default: temp)")
+    parser.add_argument(
+        "--memory",
+        metavar="SIZES",
+        help="also a reader's peak memory for a copy of each of these chunk counts, e.g. "
+        "100,10000,100000 (each base built once; default: none)",
+    )
+    parser.add_argument("--out", metavar="FILE", help="also write every figure as JSON here")
+    parser.add_argument("--reader-memory-of", metavar="PATH", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.reader_memory_of:  # the process --memory measures
+        _reader_memory_of(args.reader_memory_of)
+        return 0
+    sizes = [int(size) for size in args.memory.split(",")] if args.memory else []
     with tempfile.TemporaryDirectory() as temp:
         work = Path(args.work or temp)
         work.mkdir(parents=True, exist_ok=True)
@@ -532,8 +597,21 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
                 figures[key] = row
                 failed += row["failed"]
-    print(f"metis-lite service benchmark ({os.cpu_count()} cores, load {_load_average()})")
+        if sizes:
+            figures["reader_memory"] = [reader_memory(size, work) for size in sizes]
+    cores, load_average = os.cpu_count(), _load_average()
+    print(f"metis-lite service benchmark ({cores} cores, load {load_average})")
     print(table(args.chunks, built_s, figures, args.seconds))
+    if args.out:
+        run = {
+            "cores": cores,
+            "load_average": load_average,
+            "chunks": args.chunks,
+            "indexing_s": built_s,
+            "seconds": args.seconds,
+            "figures": figures,
+        }
+        Path(args.out).write_text(json.dumps(run, indent=2, default=str), encoding="utf-8")
     return 0 if failed == 0 else 1
 
 
