@@ -13,9 +13,17 @@ sentences instead of standing alone, and a section's last line is never left alo
 last cut. Alone, a fragment's vector is mostly its title and headings, close to any question
 on the document's topic, and it would win by meaning over the passages that answer.
 
-A chunk is the section's text between two cuts with its surrounding whitespace stripped and
-nothing else changed, so `chunk.text` is a substring of `section.text` and its line is
-computable. Chunks are disjoint and in order; every non-whitespace character of a section
+A section whose whole text is shorter than LONE_FRAGMENT_CHARS — a page marker under a heading
+of its own (`<h3>Parte 1</h3><p>Página 3</p>`), a section that says only "See below." — has no
+passage to cut it from: it joins the next section of its document that is not one (the last
+section before it when none follows), in front of that section's text, with its own headings
+(those the section it joins does not share) as a line before its text. The chunk then starts
+with it and carries its line and page; it is cited under the headings of the section it joined.
+So no chunk is a fragment unless its document holds nothing else.
+
+A chunk is its section's text between two cuts with its surrounding whitespace stripped and
+nothing else changed, so `chunk.text` is a substring of `section.text` (of the joined text when
+a lone fragment joined the section) and its line is computable. Chunks are disjoint and in order; every non-whitespace character of a section
 lands in exactly one chunk. Each chunk reads one window of chunk_size characters a few times
 at most, never the rest of the section, so the work is linear in the text (a section of a million
 tiny paragraphs or one 10 MB line included).
@@ -45,6 +53,19 @@ FRAGMENT_PARTS = 8
 fragment, never a chunk of its own unless it is its section's whole text: a page marker is about
 25 characters, a heading or a stray line under 100, a passage that answers a question a few
 sentences."""
+
+
+LONE_FRAGMENT_CHARS = 40
+"""A section whose whole text (stripped) is shorter than this is a lone fragment, joined to a
+neighbouring section of its document: a page marker is 8 to 25 characters, "See below." 10,
+"This page intentionally left blank." 35; a passage that answers a question is a sentence or
+more (the example handbook's shortest section holds 97)."""
+
+RULES_VERSION = 2
+"""The chunking rules a base's chunks were cut by, recorded in the base (`meta.chunk_rules`):
+1, no record: a page marker, a lone heading line or a stray line could be a chunk alone; 2: no
+cut leaves a fragment, and a lone fragment section joins its neighbour. `index` cuts again the
+documents of a base whose chunks are older (Store.chunks_outdated)."""
 
 
 @dataclass(frozen=True)
@@ -93,9 +114,33 @@ def chunk(document: Document, *, chunk_size: int = CHUNK_CHARS) -> list[Chunk]:
     check_chunk_size(chunk_size)
     finders = _finders(chunk_size)
     chunks: list[Chunk] = []
-    for section in document.sections:
-        chunks.extend(_section_chunks(document.title, section, chunk_size, finders))
+    for group in _joined(document.sections):
+        chunks.extend(_section_chunks(document.title, group, chunk_size, finders))
     return chunks
+
+
+def _is_fragment(section: Section) -> bool:
+    return len(section.text.strip()) < LONE_FRAGMENT_CHARS
+
+
+def _joined(sections: tuple[Section, ...]) -> list[list[Section]]:
+    """The sections with text, in order, grouped: each section that is not a lone fragment with
+    the fragments before it (the fragments after the last one join that one; a document of
+    fragments only is one group)."""
+    groups: list[list[Section]] = []
+    waiting: list[Section] = []
+    for section in sections:
+        if not section.text.strip():
+            continue
+        waiting.append(section)
+        if not _is_fragment(section):
+            groups.append(waiting)
+            waiting = []
+    if waiting and groups:
+        groups[-1].extend(waiting)
+    elif waiting:
+        groups.append(waiting)
+    return groups
 
 
 def check_chunk_size(chunk_size: object) -> int:
@@ -184,21 +229,70 @@ def _hard_cut(text: str, start: int, limit: int) -> int:
     return cut
 
 
+@dataclass(frozen=True)
+class _Piece:
+    """A section's place in a group's joined text: from `start`, `lead` characters of its own
+    headings' line, then its text."""
+
+    start: int
+    lead: int
+    section: Section
+    whole: bool  # its text as it is (the group's passage), else stripped (a lone fragment)
+
+
+def _group_text(group: list[Section]) -> tuple[Section, str, list[_Piece]]:
+    """The section a group is cited under (its first that is not a fragment, else its first),
+    the group's text, and where each section lies in it."""
+    main = next((s for s in group if not _is_fragment(s)), group[0])
+    parts: list[str] = []
+    pieces: list[_Piece] = []
+    at = 0
+    for section in group:
+        if section is main:
+            lead, text = "", section.text
+        else:
+            shared = 0
+            while (
+                shared < min(len(section.headings), len(main.headings))
+                and section.headings[shared] == main.headings[shared]
+            ):
+                shared += 1
+            own = section.headings[shared:]
+            lead = " > ".join(own) + "\n" if own else ""
+            text = section.text.strip()
+        if parts:
+            parts.append("\n\n")
+            at += 2
+        pieces.append(_Piece(at, len(lead), section, section is main))
+        parts.append(lead + text)
+        at += len(lead) + len(text)
+    return main, "".join(parts), pieces
+
+
 def _section_chunks(
-    title: str, section: Section, chunk_size: int, finders: tuple[Finder, ...]
+    title: str, group: list[Section], chunk_size: int, finders: tuple[Finder, ...]
 ) -> list[Chunk]:
-    text = section.text
+    """The chunks of one section, with the lone fragments joined to it (a group of one section:
+    its own chunks, cut as ever)."""
+    main, text, pieces = _group_text(group)
     out = []
-    line, counted = section.start_line, 0
+    at = 0  # the piece the last chunk started in: chunks come in order
+    counted, breaks = pieces[0].start, 0  # line breaks of the main text before `counted`
     for start, end in _spans(text, chunk_size, finders):
-        if line is not None:
-            line += text.count("\n", counted, start)
-            counted = start
+        while at + 1 < len(pieces) and pieces[at + 1].start <= start:
+            at += 1
+        section = pieces[at].section
+        line = section.start_line
+        if line is not None and pieces[at].whole:
+            counted = max(counted, pieces[at].start)
+            breaks += text.count("\n", counted, start)  # each character read once
+            counted = max(counted, start)
+            line += breaks
         out.append(
             Chunk(
                 text=text[start:end],
                 title=title,
-                headings=section.headings,
+                headings=main.headings,
                 page=section.page,
                 line=line,
             )

@@ -10,11 +10,13 @@ from conftest import FIXTURES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from metis_lite.base import Base
 from metis_lite.chunking import (
     BREAKS,
     CHUNK_CHARS_MAX,
     CHUNK_CHARS_MIN,
     FRAGMENT_PARTS,
+    LONE_FRAGMENT_CHARS,
     chunk,
     spans,
 )
@@ -131,9 +133,86 @@ def test_the_last_line_of_a_section_is_not_left_alone_after_its_last_cut():
     assert all(len(c.text) >= CHUNK_CHARS // FRAGMENT_PARTS for c in chunks)
 
 
-def test_a_section_that_is_a_fragment_is_still_a_chunk():
-    chunks = chunk(doc(Section(text=MARKER), Section(text=statute_paragraph(5, 3))))
-    assert [c.text for c in chunks][0] == MARKER
+def test_a_lone_fragment_section_joins_the_next_passage_with_its_own_heading():
+    # `<h3>Parte 1</h3><p>Página 3</p>` and a Markdown section saying only "Ver abajo." were
+    # chunks of their own: their vectors mostly their headings, they came first by meaning.
+    html = chunk(parse(FIXTURES / "fragments" / "page.html"))
+    assert len(html) == 1
+    assert html[0].text.startswith("Parte 1\nPágina 3\n\nLa dirección asistida del vehículo")
+    assert html[0].headings == ("Manual", "Sección A", "Parte 2")
+    markdown = chunk(parse(FIXTURES / "fragments" / "guide.md"))
+    assert [c.text.split("\n\n")[0] for c in markdown] == ["Capítulo 2\nVer abajo."]
+    assert markdown[0].headings[-1] == "Normas de circulación"
+    assert markdown[0].line == 7  # where "Ver abajo." is, the chunk's first line of text
+    assert all(len(c.text) >= LONE_FRAGMENT_CHARS for c in html + markdown)
+
+
+def test_lone_fragments_at_the_end_join_the_passage_before_and_alone_stay_a_chunk():
+    passage = statute_paragraph(5, 3)
+    after = chunk(
+        doc(
+            Section(passage, headings=("Guide",), start_line=3),
+            Section("See below.", headings=("Guide", "Notes"), start_line=9),
+        )
+    )
+    assert [(c.text, c.headings, c.line) for c in after] == [
+        (f"{passage}\n\nNotes\nSee below.", ("Guide",), 3)
+    ]
+    fragments = chunk(doc(Section(MARKER, headings=("A",)), Section("Ver abajo.", headings=("B",))))
+    assert [c.text for c in fragments] == [f"{MARKER}\n\nB\nVer abajo."]
+    assert [c.text for c in chunk(doc(Section(text=MARKER)))] == [MARKER]  # all there is
+
+
+def test_a_long_section_after_a_fragment_keeps_its_own_lines_and_pages():
+    long = "\n\n".join(paragraph(n, 40) for n in range(8))
+    chunks = chunk(
+        doc(
+            Section("Página 3", headings=("H", "Parte 1"), page=3, start_line=5),
+            Section(long, headings=("H", "Parte 2"), page=4, start_line=20),
+        ),
+        chunk_size=600,
+    )
+    assert len(chunks) > 2
+    assert (chunks[0].page, chunks[0].line) == (3, 5)  # it starts with the fragment
+    assert chunks[0].text.startswith("Parte 1\nPágina 3\n\n" + paragraph(0, 40))
+    for c in chunks[1:]:
+        assert (c.page, c.line) == (4, 20 + long.count("\n", 0, long.index(c.text)))
+    assert all(len(c.text) <= 600 for c in chunks)
+
+
+@st.composite
+def documents(draw) -> Document:
+    """Sections of a document, some lone fragments (a page marker, a pointer), some long."""
+    short = st.sampled_from(["Página 3", "See below.", MARKER, "x", "Figure 2: the bus."])
+    chosen = draw(
+        st.lists(st.one_of(short.map(lambda t: Section(t)), sections()), min_size=1, max_size=6)
+    )
+    return doc(
+        *(
+            Section(s.text, (f"H{n}",), s.page, s.start_line if s.start_line else n + 1)
+            for n, s in enumerate(chosen)
+        )
+    )
+
+
+@PROPERTIES
+@given(documents(), st.integers(CHUNK_CHARS_MIN, 400))
+def test_no_chunk_is_a_lone_fragment_and_no_section_loses_text(document, size):
+    chunks = chunk(document, chunk_size=size)
+
+    def squeezed(text: str) -> str:
+        return re.sub(r"\s+", "", text)
+
+    joined, at = squeezed("".join(c.text for c in chunks)), 0
+    for section in document.sections:  # each section's text, in order, whole
+        found = joined.find(squeezed(section.text), at)
+        assert found >= 0
+        at = found + len(squeezed(section.text))
+    # A chunk shorter than a fragment is a document's whole text: all there is.
+    shortest = min(LONE_FRAGMENT_CHARS, size // FRAGMENT_PARTS)
+    if len(chunks) > 1:
+        assert all(len(c.text) >= shortest for c in chunks), [c.text for c in chunks]
+    assert all(len(c.text) <= size for c in chunks)
 
 
 def test_a_statute_in_a_pre_keeps_its_page_markers_inside_passages():
@@ -199,12 +278,14 @@ def test_a_closing_quote_stays_with_its_sentence():
 
 
 def test_chunks_never_cross_a_section_and_keep_its_citation():
-    first = Section(text="One.\n\nTwo.", headings=("A",), page=1)
-    second = Section(text="Three.", headings=("A", "B"), page=2)
+    # Sections that are passages (a lone fragment joins its neighbour: tests above).
+    one, two, three = paragraph(1), paragraph(2), paragraph(3)
+    first = Section(text=f"{one}\n\n{two}", headings=("A",), page=1)
+    second = Section(text=three, headings=("A", "B"), page=2)
     chunks = chunk(doc(first, second, title="Report"))
     assert [(c.text, c.headings, c.page, c.line) for c in chunks] == [
-        ("One.\n\nTwo.", ("A",), 1, None),
-        ("Three.", ("A", "B"), 2, None),
+        (f"{one}\n\n{two}", ("A",), 1, None),
+        (three, ("A", "B"), 2, None),
     ]
     assert {c.title for c in chunks} == {"Report"}
 
@@ -345,3 +426,15 @@ def test_no_two_chunks_ending_at_paragraphs_could_have_been_one(word_counts, siz
     for (start, _), (_, end) in itertools.pairwise(pairs):
         if end == len(text) or text.startswith("\n\n", end):
             assert end - start > size
+
+
+def test_a_page_marker_under_its_own_heading_does_not_win_by_meaning(tmp_path):
+    # "dirección" put `<p>Página 3</p>` (its vector mostly "Manual de la dirección > … > Parte
+    # 1") and a section saying only "Ver abajo." above the passage on "la dirección asistida".
+    with Base(tmp_path / "fragments.db", create=True) as base:
+        base.add_source(FIXTURES / "fragments")
+        assert base.index().without_vector == 0
+        for mode in ("hybrid", "dense"):
+            results = base.search("dirección", mode=mode).results
+            assert "La dirección asistida" in results[0].text, mode
+            assert all(len(r.text) >= LONE_FRAGMENT_CHARS for r in results)
