@@ -4,7 +4,8 @@
 -- tokenizer (open it with `metis-lite shell BASE`).
 
 CREATE TABLE IF NOT EXISTS meta (
-  key   TEXT PRIMARY KEY,          -- schema_version, created_at, notes_source (metis-<file name>);
+  key   TEXT PRIMARY KEY,          -- schema_version, created_at, notes_source (metis-<file name>),
+                                   -- chunk_rules (the chunking rules its chunks were cut by);
                                    -- published_id, published_at in a published copy (publish.py)
   value TEXT NOT NULL
 );

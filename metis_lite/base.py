@@ -18,10 +18,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
-from metis_lite import ingest, keyword, languages, memory, publish
+from metis_lite import ingest, languages, memory, publish
 from metis_lite.base_guards import usable, writes
 from metis_lite.base_models import BaseModels, SearchCount, new_embedder, prefixes
-from metis_lite.base_status import BaseStatus, LanguageCache, vector_warnings
+from metis_lite.base_status import BaseStatus, LanguageCache, index_warnings, vector_warnings
 from metis_lite.bm25 import WordIndex
 from metis_lite.dense import VectorIndex
 from metis_lite.errors import BaseDamaged, InvalidRequest
@@ -529,7 +529,7 @@ class Base:
                 published=store.publication(),
                 warnings=(
                     *(w for w in (self._language_warning(store, spec),) if w is not None),
-                    *keyword.index_warnings(store),
+                    *index_warnings(store),
                     *vector_warnings(
                         spec,
                         counts["chunks"],

@@ -8,7 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from metis_lite import languages
+from metis_lite import keyword, languages
+from metis_lite.chunking import CHUNKS_OUTDATED
 from metis_lite.errors import ModelError
 from metis_lite.models.base import Embedder
 from metis_lite.records import MetisWarning, SourceInfo
@@ -40,7 +41,7 @@ class BaseStatus:
     last_indexing: dict[str, Any] | None
     searches_per_day: dict[str, int]
     warnings: tuple[MetisWarning, ...] = ()
-    """What searches suffer: MODEL_LANGUAGE_MISMATCH, WORDS_INDEX_OUTDATED,
+    """What searches suffer: MODEL_LANGUAGE_MISMATCH, WORDS_INDEX_OUTDATED, CHUNKS_OUTDATED,
     CHUNKS_WITHOUT_VECTORS."""
     read_only: bool = False
     """Nothing is written to the base (`serve --read-only`, or a file that cannot be written):
@@ -70,6 +71,13 @@ class LanguageCache:
         read (languages.py); judged by the model's name, without loading or calling it."""
         model = spec.embedding.get("model") or spec.model_label
         return languages.mismatch(self.profile(store), model)
+
+
+def index_warnings(store: Store) -> tuple[MetisWarning, ...]:
+    """WORDS_INDEX_OUTDATED and CHUNKS_OUTDATED: what `index` would build again by today's
+    rules (the words index; the chunks of documents cut by older chunking rules)."""
+    chunks = (CHUNKS_OUTDATED,) if store.chunks_outdated else ()
+    return (*keyword.index_warnings(store), *chunks)
 
 
 def vector_warnings(

@@ -36,7 +36,7 @@ import unicodedata
 from dataclasses import dataclass
 
 from metis_lite.errors import InvalidRequest
-from metis_lite.records import Chunk, Document, Section
+from metis_lite.records import Chunk, Document, MetisWarning, Section
 from metis_lite.settings import CHUNK_CHARS
 
 CHUNK_CHARS_MIN = 100
@@ -66,6 +66,16 @@ RULES_VERSION = 2
 1, no record: a page marker, a lone heading line or a stray line could be a chunk alone; 2: no
 cut leaves a fragment, and a lone fragment section joins its neighbour. `index` cuts again the
 documents of a base whose chunks are older (Store.chunks_outdated)."""
+
+
+CHUNKS_OUTDATED = MetisWarning(
+    "CHUNKS_OUTDATED",
+    "the base's passages were cut by older chunking rules (a page marker or a stray line can be "
+    "a passage of its own and come first by meaning): run `metis-lite index BASE` to cut them "
+    "again (passages whose text is unchanged keep their vectors)",
+)
+"""Said by every search and the status of a base whose chunks are older (Store.chunks_outdated),
+until `index` cuts them again."""
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ the worker parsing it is skipped and its indexed version kept: it may be whole a
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import time
@@ -34,7 +35,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from metis_lite import tokenizer
+from metis_lite import chunking, tokenizer
 from metis_lite.errors import InvalidRequest, ModelError
 from metis_lite.files import Unreadable, open_inside, read_all
 from metis_lite.models.base import Embedder
@@ -131,8 +132,10 @@ def index(
     by default one per core this process may run on (models.batching.allowed_cores).
 
     The run is recorded in `runs` (failed when it raised). A words index built by older word
-    rules is first built again by today's (Store.rebuild_words); `reembed` drops every vector
-    first, else only those of another model.
+    rules is first built again by today's (Store.rebuild_words); documents cut by older
+    chunking rules are read and cut again, changed or not, and keep the vectors of the chunks
+    whose text is unchanged (Store.replace_document), and once every source was read the base
+    records today's rules; `reembed` drops every vector first, else only those of another model.
     """
     started = time.perf_counter()
     run = store.start_run()
@@ -146,6 +149,12 @@ def index(
             store.rebuild_words()
         store.drop_vectors(except_model=None if reembed else spec.model_label)
         sources = _list_sources(store, tally)
+        listed = {source.id for source in sources}
+        every_source = not any(  # each source with documents is read: none is left as it was
+            store.documents_of(i) for i, _, path in store.sources() if path and i not in listed
+        )
+        if store.chunks_outdated:
+            sources = [_cut_again(source) for source in sources]
         embedding = Embedding(
             store,
             embedder,
@@ -178,6 +187,8 @@ def index(
             tally.warnings.append(_waiting_warning(embedding.failure, embedding.waiting()))
         if embedding.dimension is not None and embedding.dimension != spec.dimension:
             store.set_spec({"dimension": embedding.dimension})
+        if every_source and store.chunk_rules < chunking.RULES_VERSION:
+            store.set_chunk_rules(chunking.RULES_VERSION)
         state = "done"
     finally:
         if embedding is not None:
@@ -265,6 +276,15 @@ def _list_sources(store: Store, tally: _Tally) -> list[_Source]:
             _Source(source_id, source_name, str(root), tuple(files), store.documents_of(source_id))
         )
     return sources
+
+
+def _cut_again(source: _Source) -> _Source:
+    """The source with its documents as if each had changed: read, parsed and cut again."""
+    stored = {
+        name: dataclasses.replace(document, content_hash="", size=-1)
+        for name, document in source.stored.items()
+    }
+    return dataclasses.replace(source, stored=stored)
 
 
 def _pool_size(sources: Sequence[_Source], workers: int) -> int:

@@ -28,6 +28,7 @@ import numpy as np
 
 from metis_lite import keyword
 from metis_lite.bm25 import WordIndex
+from metis_lite.chunking import CHUNKS_OUTDATED
 from metis_lite.dense import VectorIndex
 from metis_lite.errors import EmbeddingModelUnavailable, InvalidRequest, ModelError
 from metis_lite.fusion import Candidates, deepened
@@ -231,6 +232,7 @@ def prepare(
     # searched by them): its bound, the words stage, fusion's scale and the snippets use them.
     question, cut, words = _bounded(question, ctx.store.words_version)
     warnings += [cut] if cut is not None else []
+    warnings += [CHUNKS_OUTDATED] if ctx.store.chunks_outdated else []
     allowed = ctx.store.filtered_chunk_ids(filters) if filters.active else None
     # Filters that keep nothing say so (an unknown source, a prefix of no document).
     unknown = set(filters.sources) - {name for _, name, _ in ctx.store.sources()}

@@ -110,7 +110,10 @@ class DocumentsMixin(StoreCore):
         chunks: Sequence[Chunk],
     ) -> int:
         """Write a document and its chunks (and their words) in one transaction, replacing any
-        earlier version: a crash leaves either the old document whole or the new one whole."""
+        earlier version: a crash leaves either the old document whole or the new one whole. A
+        chunk whose title, headings and text are an earlier version's keeps that chunk's vector
+        (what it would be embedded as is the same): a document cut again by newer chunking
+        rules, or edited in one place, is embedded again only where its chunks changed."""
         with self._transaction():
             # Take the write lock before reading: a transaction that reads first holds a snapshot
             # that another connection's commit (a search count) makes stale, and SQLite then
@@ -119,7 +122,16 @@ class DocumentsMixin(StoreCore):
             old = self.db.execute(
                 "SELECT id FROM documents WHERE source_id = ? AND path = ?", (source_id, path)
             ).fetchone()
+            kept: dict[tuple[str, str, str], tuple[str, bytes]] = {}
             if old:
+                kept = {
+                    (title, headings, text): (model, embedding)
+                    for title, headings, text, model, embedding in self.db.execute(
+                        "SELECT c.title, c.headings, c.text, v.model, v.embedding FROM chunks c"
+                        " JOIN vectors v ON v.chunk_id = c.id WHERE c.document_id = ?",
+                        (old[0],),
+                    )
+                }
                 self._delete_document(old[0])
             self.db.execute(
                 "INSERT INTO documents (source_id, path, kind, title, content_hash, size, mtime, indexed_at)"
@@ -128,6 +140,7 @@ class DocumentsMixin(StoreCore):
             )
             document_id = self.db.last_insert_rowid()
             for ordinal, chunk in enumerate(chunks):
+                headings = json.dumps(list(chunk.headings))
                 self.db.execute(
                     "INSERT INTO chunks (document_id, ordinal, text, title, headings, page, line)"
                     " VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -136,19 +149,22 @@ class DocumentsMixin(StoreCore):
                         ordinal,
                         chunk.text,
                         chunk.title,
-                        json.dumps(list(chunk.headings)),
+                        headings,
                         chunk.page,
                         chunk.line,
                     ),
                 )
+                chunk_id = self.db.last_insert_rowid()
                 self.db.execute(
                     "INSERT INTO chunks_fts (rowid, text, context) VALUES (?, ?, ?)",
-                    (
-                        self.db.last_insert_rowid(),
-                        chunk.text,
-                        " ".join((chunk.title, *chunk.headings)),
-                    ),
+                    (chunk_id, chunk.text, " ".join((chunk.title, *chunk.headings))),
                 )
+                vector = kept.get((chunk.title, headings, chunk.text))
+                if vector is not None:
+                    self.db.execute(
+                        "INSERT INTO vectors (chunk_id, model, embedding) VALUES (?, ?, ?)",
+                        (chunk_id, *vector),
+                    )
             return int(document_id)
 
     def remove_document(self, document_id: int) -> None:

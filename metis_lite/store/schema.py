@@ -19,8 +19,8 @@ from pathlib import Path
 
 import apsw
 
+from metis_lite import chunking, tokenizer
 from metis_lite import connection as policy
-from metis_lite import tokenizer
 from metis_lite.errors import BaseReadOnly, NotABase, SchemaTooNew, StoreError
 from metis_lite.store.core import StoreCore, now_iso, one
 
@@ -106,8 +106,13 @@ class SchemaMixin(StoreCore):
             self.db.execute(schema_sql())
             self.db.execute(
                 "INSERT INTO meta (key, value) VALUES ('schema_version', ?), ('created_at', ?),"
-                " ('notes_source', ?)",
-                (str(SCHEMA_VERSION), now_iso(), notes_name(self.path)),
+                " ('notes_source', ?), ('chunk_rules', ?)",
+                (
+                    str(SCHEMA_VERSION),
+                    now_iso(),
+                    notes_name(self.path),
+                    str(chunking.RULES_VERSION),
+                ),
             )
             self.db.execute(f"PRAGMA application_id = {policy.APPLICATION_ID}")
 
@@ -192,6 +197,36 @@ class SchemaMixin(StoreCore):
             self._upgrade_due = True
             with self._transaction():
                 pass
+
+    # -- chunking rules ---------------------------------------------------------------------
+
+    @property
+    def chunk_rules(self) -> int:
+        """The chunking rules the base's chunks were cut by (chunking.RULES_VERSION when they
+        were; 1 for a base that never recorded them)."""
+        row = self.db.execute("SELECT value FROM meta WHERE key = 'chunk_rules'").fetchone()
+        return int(row[0]) if row else 1
+
+    @property
+    def chunks_outdated(self) -> bool:
+        """True when documents of the base's folders were cut by older chunking rules than this
+        metis-lite's: `index` cuts them again (facts are one chunk each, cut by no rule)."""
+        if self.chunk_rules >= chunking.RULES_VERSION:
+            return False
+        row = self.db.execute(
+            "SELECT EXISTS (SELECT 1 FROM documents d JOIN sources s ON s.id = d.source_id"
+            " WHERE s.path IS NOT NULL)"
+        ).fetchone()
+        return bool(row and row[0])
+
+    def set_chunk_rules(self, version: int) -> None:
+        """Record that every document of the base's folders is cut by the rules `version`."""
+        with self._transaction():
+            self.db.execute(
+                "INSERT INTO meta (key, value) VALUES ('chunk_rules', ?)"
+                " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (str(version),),
+            )
 
     # -- words index ------------------------------------------------------------------------
 

@@ -1,0 +1,117 @@
+"""A base records the chunking rules its chunks were cut by (chunking.RULES_VERSION, in `meta`):
+a base cut by older rules says so in every search and its status (CHUNKS_OUTDATED), and `index`
+cuts its documents again, changed or not, embedding again only the chunks whose text changed."""
+
+from __future__ import annotations
+
+import shutil
+
+from conftest import FIXTURES, words_only_base
+from word_models import WordsEmbedder
+
+from metis_lite import chunking
+from metis_lite.chunking import LONE_FRAGMENT_CHARS, RULES_VERSION, chunk
+from metis_lite.parsing import parse
+from metis_lite.records import Document
+
+UNCHANGED = """# Onboarding
+
+## Your laptop
+
+Collect your laptop at the reception on your first morning; IT has set it up with your account.
+
+## Your badge
+
+Your badge opens the office from seven to eight and the car park; keep it with you at all times.
+"""
+
+
+def cut_by_rules_1(document: Document):
+    """The chunks rules 1 cut: each section alone, a lone fragment a chunk of its own."""
+    return [
+        c
+        for section in document.sections
+        for c in chunk(Document(document.title, document.kind, (section,)))
+    ]
+
+
+def old_rules_base(tmp_path):
+    """A base indexed as version 1 of the rules left it: the same files, unchanged since, their
+    page marker and "Ver abajo." chunks of their own, and no rules recorded."""
+    folder = tmp_path / "docs"
+    shutil.copytree(FIXTURES / "fragments", folder)
+    (folder / "onboarding.md").write_text(UNCHANGED, encoding="utf-8")
+    base = words_only_base(tmp_path / "old.db", folder)
+    base._embedder = WordsEmbedder()
+    base.index()
+    store = base.store
+    for doc_id, path, title in store.db.execute(
+        "SELECT id, path, title FROM documents ORDER BY id"
+    ).fetchall():
+        row = store.db.execute(
+            "SELECT source_id, kind, content_hash, size, mtime FROM documents WHERE id = ?",
+            (doc_id,),
+        ).fetchone()
+        source_id, kind, content_hash, size, mtime = row
+        store.replace_document(
+            source_id=source_id,
+            path=path,
+            kind=kind,
+            title=title,
+            content_hash=content_hash,
+            size=size,
+            mtime=mtime,
+            chunks=cut_by_rules_1(parse(folder / path)),
+        )
+    model = base.status().embedding  # the old chunks' vectors, as the old base had them
+    lacking = store.chunks_lacking_vectors(model, 100)
+    embedded = WordsEmbedder().embed([text for _, text in lacking])
+    store.put_vectors(model, zip([chunk_id for chunk_id, _ in lacking], embedded, strict=True))
+    with store.writing():
+        store.db.execute("DELETE FROM meta WHERE key = 'chunk_rules'")
+    return base
+
+
+def texts(base) -> dict[str, tuple[int, bytes | None]]:
+    rows = base.store.db.execute(
+        "SELECT c.text, c.id, v.embedding FROM chunks c LEFT JOIN vectors v ON v.chunk_id = c.id"
+    )
+    return {text: (chunk_id, vector) for text, chunk_id, vector in rows}
+
+
+def test_a_new_base_records_the_rules_its_chunks_are_cut_by(tmp_path):
+    with words_only_base(tmp_path / "new.db", FIXTURES / "fragments") as base:
+        assert base.store.chunk_rules == RULES_VERSION == 2
+        base.index()
+        assert not base.store.chunks_outdated
+        assert "CHUNKS_OUTDATED" not in [w.code for w in base.status().warnings]
+
+
+def test_index_cuts_a_base_of_older_rules_again_and_keeps_unchanged_chunks_vectors(tmp_path):
+    with old_rules_base(tmp_path) as base:
+        before = texts(base)
+        assert {"Página 3", "Ver abajo."} <= set(before)  # lone fragments, chunks of their own
+        assert all(vector is not None for _, vector in before.values())
+        assert base.store.chunk_rules == 1 and base.store.chunks_outdated
+        # Until `index` runs, every search and the status say so; nothing changed is re-read.
+        assert "CHUNKS_OUTDATED" in [w.code for w in base.status().warnings]
+        for mode in ("keyword", "hybrid"):
+            answer = base.search("dirección", mode=mode)
+            assert chunking.CHUNKS_OUTDATED in answer.warnings
+
+        report = base.index()
+
+        assert report.updated == 3 and report.unchanged == 0  # every document, unchanged files too
+        after = texts(base)
+        assert all(len(text) >= LONE_FRAGMENT_CHARS for text in after)
+        assert base.store.chunk_rules == RULES_VERSION and not base.store.chunks_outdated
+        assert "CHUNKS_OUTDATED" not in [w.code for w in base.status().warnings]
+        assert chunking.CHUNKS_OUTDATED not in base.search("dirección").warnings
+        # Only the chunks whose text changed were embedded again; the others kept their vector.
+        kept = set(before) & set(after)
+        assert kept and all(after[t][0] != before[t][0] for t in kept)  # new chunk rows …
+        assert all(after[t][1] == before[t][1] for t in kept)  # … with the same vectors
+        assert report.embedded == len(set(after) - kept) == 2
+        assert report.without_vector == 0
+        # The next run reads nothing again.
+        assert base.index().unchanged == 3
