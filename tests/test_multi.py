@@ -18,18 +18,22 @@ from conftest import DEAD_EMBEDDING, EXAMPLES, FIXTURES, ROOT, words_only_base
 from word_models import WordsEmbedder
 
 import metis_lite
-from metis_lite import MultiAnswer, search_bases
+from metis_lite import MultiAnswer, multi, search_bases
+from metis_lite import search as search_module
 from metis_lite.agents import TOOLS, Agent
 from metis_lite.backup import copy_base
 from metis_lite.base import Base
 from metis_lite.errors import EmbeddingModelUnavailable, InvalidRequest
-from metis_lite.evaluation import metrics
+from metis_lite.evaluation import beir, metrics
 from metis_lite.evaluation.runner import _items_by_chunk, resolve
-from metis_lite.evaluation.sets import read_jsonl
+from metis_lite.evaluation.sets import EvalSet, read_jsonl
+from metis_lite.fusion import deepened
 from metis_lite.http.run import make_server
 from metis_lite.search import bounded_question
 from metis_lite.serialize import multi_answer_to_json
 from metis_lite.settings import QUESTION_WORDS_MAX
+
+FAQUAD = FIXTURES / "eval" / "faquad_pt"  # CC BY 4.0: SOURCE.md
 
 
 @pytest.fixture(scope="module")
@@ -272,6 +276,141 @@ def test_the_handbook_split_over_three_bases_ranks_as_the_one_base(example_base_
             alone = whole.search(question, top_k=3).results
             split = search_bases(parts, question, top_k=3).results
             assert split[0].chunk_id == alone[0].chunk_id, question
+
+
+@pytest.fixture(scope="module")
+def faquad(tmp_path_factory):
+    """FaQuAD's 249 passages (tests/fixtures/eval, CC BY 4.0) in one base, embedded by words
+    (word_models.py: fast, one model for all), and the same base split over three: ~280
+    chunks, ~90 a part, so lists read 50 deep do not reach their end."""
+    folder = tmp_path_factory.mktemp("faquad")
+    beir.write_corpus(FAQUAD, folder / "corpus")
+    whole = folder / "faquad.db"
+    with words_only_base(whole) as base:
+        base._embedder = WordsEmbedder()
+        base.add_source(folder / "corpus", name="corpus")
+        assert base.index().without_vector == 0
+    parts = split_in_three(whole, folder)
+    evalset = beir.read_questions(FAQUAD)
+    questions = EvalSet("faquad-300", "beir", str(FAQUAD), evalset.questions[::3][:300])
+    with ExitStack() as stack:
+        bases = [stack.enter_context(Base(p)) for p in (whole, *parts)]
+        for base in bases:
+            base._embedder = WordsEmbedder()
+        yield bases[0], bases[1:], questions
+
+
+def test_faquad_split_over_three_bases_ranks_as_the_one_base(faquad, monkeypatch):
+    whole, parts, evalset = faquad
+    assert all(p.status().chunks < whole.status().chunks for p in parts)
+    holders, _ = resolve(whole, {e for q in evalset.questions for e in q.expected})
+    read_to_the_end: list[bool] = []
+
+    def recorded(read, **kwargs):
+        found, ranking = deepened(read, **kwargs)
+        read_to_the_end.append(not any(c.dense_more or c.words_more for c in found))
+        return found, ranking
+
+    monkeypatch.setattr(multi, "deepened", recorded)
+    for mode in ("keyword", "hybrid"):
+        one = mean_ndcg(lambda q, m=mode: whole.search(q, mode=m).results, evalset, holders)
+        three = mean_ndcg(
+            lambda q, m=mode: search_bases(parts, q, mode=m).results, evalset, holders
+        )
+        assert abs(one - three) <= 0.01, (mode, one, three)
+        assert one > 0.8, (mode, one)  # by words alone: 0.889 on all 900 questions
+    # Each part's lists, read 50 deep, did not reach their end for most questions.
+    assert read_to_the_end.count(False) > len(read_to_the_end) / 2
+
+
+def test_lists_read_deeper_give_what_the_whole_base_ranks(faquad, monkeypatch):
+    # Read 5 deep first instead of 50, every search must read deeper (twice as deep each time)
+    # until its first ten are certain: they are then what reading 50 deep ranks.
+    whole, parts, evalset = faquad
+    questions = [q.text for q in evalset.questions[:100]]
+
+    def firsts() -> list[tuple[list, list]]:
+        return [
+            (
+                [r.chunk_id for r in whole.search(q).results],
+                [(r.base, r.chunk_id) for r in search_bases(parts, q).results],
+            )
+            for q in questions
+        ]
+
+    expected = firsts()
+    depths: list[int] = []
+
+    def recorded(read, **kwargs):
+        found, ranking = deepened(read, **kwargs)
+        depths.append(found[0].depth)
+        return found, ranking
+
+    shallow = lambda top_k, memory=False: 5  # noqa: E731
+    for module in (search_module, multi):
+        monkeypatch.setattr(module, "first_depth", shallow)
+        monkeypatch.setattr(module, "deepened", recorded)
+    assert firsts() == expected
+    assert sum(depth > 5 for depth in depths) > len(depths) / 2
+
+
+def test_a_wider_window_keeps_the_first_results_over_faquads_questions(faquad):
+    whole, parts, evalset = faquad
+    for question in evalset.questions[:100]:
+        for search in (
+            lambda k, q=question.text: whole.search(q, top_k=k).results,
+            lambda k, q=question.text: search_bases(parts, q, top_k=k).results,
+        ):
+            five = [(r.base, r.chunk_id) for r in search(5)]
+            wide = [(r.base, r.chunk_id) for r in search(25)]
+            assert wide[:5] == five, question.text
+
+
+def test_the_issues_two_questions_over_http(ranked):
+    # POST /v1/search put four unrelated handbook passages above the file holding the sentence
+    # verbatim, and a medical guide's question above the handbook's vacation passage.
+    server = make_server(
+        [f"{name}={path}" for name, path in ranked.items()],
+        port=0,
+        environ={},
+        poll_s=0,
+        access_log=False,
+        log=lambda line: None,
+    )
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1/search"
+        for fusion in ("relative", "rrf", None):
+            verbatim = httpx.post(
+                url,
+                json={
+                    "question": "Todos los seres humanos nacen libres",
+                    "bases": ["real", "handbook"],
+                    **({"fusion": fusion} if fusion else {}),
+                },
+                timeout=60,
+            )
+            assert verbatim.status_code == 200, verbatim.text
+            first = verbatim.json()["results"][0]
+            assert (first["base"], first["citation"]["document"]) == (
+                "real",
+                "derechos/articulo-1-en-siete-lenguas.html",
+            ), fusion
+            if fusion == "rrf":
+                continue  # by rank, parental leave comes first by a hair, as in one base
+            for bases in (["handbook", "medical"], ["medical", "handbook"]):
+                body = {"question": "how many holidays do I get", "bases": bases}
+                body |= {"fusion": fusion} if fusion else {}
+                holidays = httpx.post(url, json=body, timeout=60)
+                assert holidays.status_code == 200, holidays.text
+                first = holidays.json()["results"][0]
+                assert first["base"] == "handbook", (fusion, bases)
+                assert first["citation"]["headings"][-1] == "Vacation", (fusion, bases)
+    finally:
+        server.shutdown()
+        thread.join()
+        server.close()
 
 
 # -- memory bases among others ----------------------------------------------------------------
