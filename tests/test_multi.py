@@ -366,7 +366,7 @@ def test_a_wider_window_keeps_the_first_results_over_faquads_questions(faquad):
             assert wide[:5] == five, question.text
 
 
-def test_the_issues_two_questions_over_http(ranked):
+def test_the_verbatim_file_and_the_vacation_passage_come_first_over_http(ranked):
     # POST /v1/search put four unrelated handbook passages above the file holding the sentence
     # verbatim, and a medical guide's question above the handbook's vacation passage.
     server = make_server(
