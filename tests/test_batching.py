@@ -112,7 +112,7 @@ def test_a_runner_made_in_a_pinned_process_is_told_its_cores(monkeypatch):
     assert batching.allowed_cores() == 5
     runner = BatchRunner(_RowEncoder())
     try:
-        assert runner.workers == (5 if batching._blas_controller() is not None else 1)
+        assert runner.workers == 5
     finally:
         runner.close()
     monkeypatch.delattr(os, "sched_getaffinity")
@@ -135,7 +135,7 @@ def test_a_question_runs_the_way_that_has_lately_been_faster():
     assert ways[30:].count(False) >= 8  # the moving average follows: whole from then on
 
 
-class _PartedEncoder(_RowEncoder):
+class _ShortEncoder(_RowEncoder):
     def __init__(self):
         self.calls = []
 
@@ -143,23 +143,30 @@ class _PartedEncoder(_RowEncoder):
         self.calls.append("whole")
         return super().forward(ids, types, lengths)
 
-    def forward_parted(self, ids, types, parts, pool):
-        self.calls.append(f"parts {parts}")
+    def forward_short(self, ids, types, *, parts, pool):
+        self.calls.append(f"short {parts}")
         return super().forward(ids, types, [len(ids)])
 
 
-def test_a_short_sequence_alone_is_run_in_parts_or_whole_and_both_give_its_rows():
-    encoder = _PartedEncoder()
+def test_a_short_sequence_alone_runs_on_the_workers_or_in_the_callers_thread():
+    encoder = _ShortEncoder()
     runner = BatchRunner(encoder, workers=3)
     try:
-        if runner.workers < 2:
-            pytest.skip("threadpoolctl is not installed: one thread runs everything")
+        assert runner.workers == 3  # threadpoolctl is a dependency: never one thread for all
         rows = [runner.run([([7, 8, 9], [0, 1, 1])], lambda h, s: h[s]) for _ in range(3)]
-        assert encoder.calls[:2] == ["parts 3", "whole"]  # each way tried once, then chosen
+        assert encoder.calls[:2] == ["short 3", "short 1"]  # each way tried once, then chosen
         assert all(np.array_equal(r, [[7.0, 0.0]]) for r in rows)
         encoder.calls.clear()
-        runner.run([([1] * 200, [0] * 200)], lambda h, s: h[s])  # too long: whole sub-batches
+        long = batching.SHORT_MAX_TOKENS + 1
+        runner.run([([1] * long, [0] * long)], lambda h, s: h[s])  # too long: a sub-batch
         runner.run([([1], [0]), ([2], [0])], lambda h, s: h[s])  # two: sub-batches
         assert encoder.calls == ["whole", "whole"]
     finally:
         runner.close()
+
+    alone = BatchRunner(_ShortEncoder(), workers=1)  # one worker: the caller's thread only
+    try:
+        alone.run([([5], [0])], lambda h, s: h[s])
+        assert alone.encoder.calls == ["short 1"]
+    finally:
+        alone.close()

@@ -9,13 +9,14 @@ temporaries small. One worker thread per allowed core (`os.sched_getaffinity`: a
 pinned with `taskset` or a container's CPU set uses what it was given, not the machine's count;
 `workers=` overrides) each runs whole sub-batches while BLAS runs one thread apiece: NumPy
 releases the GIL inside its loops, so the element-wise steps (GELU, softmax, LayerNorm), which
-NumPy runs on one core, also use every core. A question (one short sequence) is cut the other
-way: each layer's products in parts, one per worker up to PARTS_MAX, that meet twice a layer
-(BertEncoder.forward_parted), while that is faster than running it whole (QuestionChoice: not
-when another process holds the other cores). BLAS stays at one thread for the whole call (threadpoolctl):
-OpenBLAS's own threads gain little on these sizes and lose badly when other processes hold the
-cores (a question's small matrix products measured 10× slower with two BLAS threads on a busy
-machine; our parts wait on the pool's queue, they do not spin). Without threadpoolctl, everything runs in the caller's thread with BLAS as it is.
+NumPy runs on one core, also use every core. A question (one short sequence) is run the other
+way (BertEncoder.forward_short): each product as a sum of small blocks, in groups that up to
+SHORT_GROUPS workers take at once, while that is faster than running them all in the caller's
+thread (QuestionChoice: not when another process holds the other cores); both give the same
+vector, bit for bit. BLAS stays at one thread for the whole call (threadpoolctl): OpenBLAS's own
+threads gain little on these sizes and lose badly when other processes hold the cores (a
+question's small matrix products measured 10× slower with two BLAS threads on a busy machine;
+our groups wait on the pool's queue, they do not spin).
 """
 
 from __future__ import annotations
@@ -25,26 +26,21 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import nullcontext
 from itertools import chain
 from typing import Any
 
 import numpy as np
+from threadpoolctl import ThreadpoolController
 
-from metis_lite.models.bert import SHIFT_FREE_LENGTH, BertEncoder
+from metis_lite.models.bert import SHORT_GROUPS, BertEncoder
 
 TOKENS_PER_BATCH = 2048
 """Tokens in one sub-batch (8 passages of 256 tokens): enough rows for BLAS to run at full
 speed, few enough that the temporaries stay a few MB."""
 
-PARTED_MAX_TOKENS = SHIFT_FREE_LENGTH - 1
-"""A call of one sequence up to this long (a question) may run each layer's products in parts
-on several workers (BertEncoder.forward_parted: the softmax of a longer one may skip its shift,
-which the parts do not decide alike); a longer one, or several, run whole sub-batches."""
-
-PARTS_MAX = 4
-"""Parts a question's products are cut in at most: past four, each part's share of a 384-wide
-layer is too small to pay for the threads meeting twice a layer."""
+SHORT_MAX_TOKENS = 48
+"""A call of one sequence up to this long (a question) runs BertEncoder.forward_short; a longer
+one, or several, run whole sub-batches (past ~48 tokens the blocks grow too thin to gain)."""
 
 PARALLEL_MIN_TOKENS = 256
 """A call with fewer tokens per worker than this runs in the caller's thread alone."""
@@ -64,10 +60,8 @@ class BatchRunner:
     def __init__(self, encoder: BertEncoder, *, workers: int | None = None) -> None:
         self.encoder = encoder
         workers = allowed_cores() if workers is None else max(1, workers)
-        self._blas = _blas_controller()
-        self._pool = None
-        if workers > 1 and self._blas is not None:
-            self._pool = ThreadPoolExecutor(workers, "bert")
+        self._blas = ThreadpoolController()
+        self._pool = ThreadPoolExecutor(workers, "bert") if workers > 1 else None
         self._workers = workers if self._pool is not None else 1
         self._lock = threading.Lock()
         self._choice = QuestionChoice()
@@ -81,12 +75,7 @@ class BatchRunner:
         self, sequences: Sequence[tuple[Sequence[int], Sequence[int]]], head: Head
     ) -> np.ndarray:
         """`head`'s rows for each (ids, type_ids) sequence, in the sequences' order."""
-        if (
-            len(sequences) == 1
-            and self._pool is not None
-            and len(sequences[0][0]) <= PARTED_MAX_TOKENS
-            and hasattr(self.encoder, "forward_parted")
-        ):
+        if len(sequences) == 1 and len(sequences[0][0]) <= SHORT_MAX_TOKENS:
             return self._question(sequences[0], head)
         order = sorted(range(len(sequences)), key=lambda n: len(sequences[n][0]))
         batches = _buckets([len(sequences[n][0]) for n in order], self._workers)
@@ -106,19 +95,16 @@ class BatchRunner:
         return out
 
     def _question(self, sequence: tuple[Sequence[int], Sequence[int]], head: Head) -> np.ndarray:
-        """One short sequence, run in parts on the workers or whole in the caller's thread,
-        whichever has lately been faster here (QuestionChoice)."""
-        assert self._pool is not None
+        """One short sequence, its products' groups run on the workers or all in the caller's
+        thread, whichever has lately been faster here (QuestionChoice)."""
         ids, types = (np.asarray(part, np.int64) for part in sequence)
         with self._lock, self._single_threaded_blas():
-            parted = self._choice.parted()
+            parted = self._pool is not None and self._choice.parted()
             started = time.perf_counter()
-            if parted:
-                split = min(self._workers, PARTS_MAX)
-                hidden = self.encoder.forward_parted(ids, types, split, self._pool)
-            else:
-                hidden = self.encoder.forward(ids, types, [len(ids)])
-            self._choice.took(parted, time.perf_counter() - started)
+            parts = min(self._workers, SHORT_GROUPS) if parted else 1
+            hidden = self.encoder.forward_short(ids, types, parts=parts, pool=self._pool)
+            if self._pool is not None:
+                self._choice.took(parted, time.perf_counter() - started)
         return head(hidden, np.zeros(1, np.int64))
 
     def close(self) -> None:
@@ -139,8 +125,6 @@ class BatchRunner:
         return head(self.encoder.forward(ids, types, lengths), starts)
 
     def _single_threaded_blas(self) -> Any:
-        if self._blas is None:
-            return nullcontext()
         return self._blas.limit(limits=1, user_api="blas")
 
 
@@ -203,13 +187,3 @@ def _buckets(lengths: list[int], workers: int) -> list[tuple[int, int]]:
     if lengths:
         ranges.append((start, len(lengths)))
     return ranges
-
-
-def _blas_controller() -> Any:
-    """threadpoolctl's handle on the BLAS NumPy loaded; None when it cannot be had, and then one
-    thread runs every sub-batch (two workers on a multi-threaded BLAS would fight for cores)."""
-    try:
-        from threadpoolctl import ThreadpoolController
-    except ImportError:
-        return None
-    return ThreadpoolController()

@@ -27,7 +27,6 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -50,11 +49,18 @@ FFN_ROWS = 128
 EXP_SAFE = 80.0
 """Attention scores below this cannot overflow float32's exp (e^88.7) even summed over 512."""
 
-BLAS_SMALL_PRODUCT = 1_000_000
-"""OpenBLAS multiplies a product of rows × columns × depth up to this with its small-matrix
-kernel, which sums a long depth (the feed-forward's 1,536) in another order than its blocked
-one: a question cut so fine that a part's output product falls below it (a few tokens) is run
-whole, so that a part's columns are computed as the whole product computes them."""
+SHORT_PRODUCT = 1_000_000
+"""Rows × columns × depth of one block of a short sequence's products (forward_short): OpenBLAS
+multiplies products up to about this in its small-matrix kernel, straight from the weights, and
+larger ones by first packing (copying) both operands, which for a question's few rows costs more
+than the product (a question of 16 tokens: ~1.4× the time whole, benchmarks/README.md)."""
+
+SHORT_ROWS_MIN = 8
+"""Rows of the weights in a block at least: thinner blocks cost more in calls than they save."""
+
+SHORT_GROUPS = 4
+"""Groups a short sequence's product is summed in, in a fixed order: up to four threads take
+whole groups, and the sum is the same whichever ran them."""
 
 SHIFT_FREE_LENGTH = 64
 """Sequences at least this long check whether the softmax may skip its max shift."""
@@ -310,78 +316,58 @@ class BertEncoder:
             x = self._layer(x, layer, runs, max(lengths))
         return x
 
-    def forward_parted(
-        self, ids: np.ndarray, type_ids: np.ndarray, parts: int, pool: Executor
+    def forward_short(
+        self,
+        ids: np.ndarray,
+        type_ids: np.ndarray,
+        *,
+        parts: int = 1,
+        pool: Executor | None = None,
     ) -> np.ndarray:
-        """`forward` of one short sequence (a question, under SHIFT_FREE_LENGTH tokens), each
-        layer's products cut in `parts` run at once (the caller's thread and `pool`'s): the
-        heads (their query, key and value columns and their attention), then the columns of
-        each product after it. A question's products have too few rows for BLAS to run near
-        its peak, and reading the weights once per question is most of its cost: each part
-        reads `1/parts` of them. Only output columns are cut, never a sum, so every value is
-        computed as `forward` computes it: the same hidden states, bit for bit."""
+        """`forward` of one short sequence (a question), its products cut for few rows.
+
+        A question's products have a few rows against a layer's weights: BLAS's blocked
+        product first copies (packs) the weights, which then costs more than the arithmetic.
+        Here each product is the sum of ShortProduct's row blocks of the weights, each small
+        enough for OpenBLAS's small-matrix kernel, which reads them where they lie. The blocks
+        fall in SHORT_GROUPS groups summed in a fixed order; `parts` (1, 2 or 4) of them run
+        at once, the caller's thread and `pool`'s: every value is summed in the same order
+        however many parts ran, so a question gets one vector, bit for bit, alone or in parts.
+        The same values as `forward` to float32 rounding (it sums in another order)."""
         cfg = self.config
-        n, hidden, inner_size = len(ids), cfg.hidden_size, cfg.intermediate_size
-        if (
-            parts < 2
-            or cfg.num_heads % parts
-            or inner_size % parts
-            or n >= SHIFT_FREE_LENGTH
-            or n * (hidden // parts) * inner_size <= BLAS_SMALL_PRODUCT
-        ):
-            return self.forward(ids, type_ids, [n])
+        n = len(ids)
+        if n > cfg.max_positions:
+            raise ModelError(f"{n} tokens exceed the model's {cfg.max_positions}")
+        hidden, heads, size = cfg.hidden_size, cfg.num_heads, cfg.head_size
         x = self.word.rows(ids)
         x += self.position[np.arange(n) + cfg.position_offset]
         x += self.token_type[type_ids] if type_ids.any() else self.token_type[0]
         layer_norm_(x, self.emb_ln_g, self.emb_ln_b, cfg.layer_norm_eps)
-        context, attended = np.empty((n, hidden), _DTYPE), np.empty((n, hidden), _DTYPE)
-        inner, out = np.empty((n, inner_size), _DTYPE), np.empty((n, hidden), _DTYPE)
+        qkv = ShortProduct(n, hidden, 3 * hidden)
+        out = ShortProduct(n, hidden, hidden)
+        inner = ShortProduct(n, hidden, cfg.intermediate_size)
+        back = ShortProduct(n, cfg.intermediate_size, hidden)
+        context = np.empty((n, hidden), _DTYPE)
         for layer in self.layers:
-            _each(pool, parts, partial(self._heads, x, layer, context, parts=parts))
-            _each(pool, parts, partial(_columns, context, layer.out_w, attended, parts=parts))
+            q_k_v = qkv.run(x, layer.qkv_w, parts, pool)
+            q_k_v += layer.qkv_b
+            block = q_k_v.reshape(n, 3, heads, size)
+            scores = np.matmul(block[:, 0].transpose(1, 0, 2), block[:, 1].transpose(1, 2, 0))
+            softmax_(scores)
+            own = np.matmul(scores, block[:, 2].transpose(1, 0, 2))
+            context.reshape(n, heads, size)[...] = own.transpose(1, 0, 2)
+            attended = out.run(context, layer.out_w, parts, pool)
             attended += layer.out_b
             attended += x
             layer_norm_(attended, layer.ln1_g, layer.ln1_b, cfg.layer_norm_eps)
-            _each(pool, parts, partial(self._inner, attended, layer, inner, parts=parts))
-            _each(pool, parts, partial(_columns, inner, layer.ffn_out_w, out, parts=parts))
-            out += layer.ffn_out_b
-            out += attended
-            layer_norm_(out, layer.ln2_g, layer.ln2_b, cfg.layer_norm_eps)
-            x, out = out, x
+            middle = inner.run(attended, layer.ffn_in_w, parts, pool)
+            middle += layer.ffn_in_b
+            gelu2_(middle)  # 2·GELU: ffn_out_w holds half the weights
+            x = back.run(middle, layer.ffn_out_w, parts, pool)
+            x += layer.ffn_out_b
+            x += attended
+            layer_norm_(x, layer.ln2_g, layer.ln2_b, cfg.layer_norm_eps)
         return x
-
-    def _heads(
-        self, x: np.ndarray, layer: _Layer, context: np.ndarray, part: int, *, parts: int
-    ) -> None:
-        """Part `part` of self-attention: its heads' context, into their columns of `context`."""
-        cfg = self.config
-        hidden, heads = cfg.hidden_size, cfg.num_heads // parts
-        n, width = x.shape[0], hidden // parts
-        q, k, v = (
-            slice(at + part * width, at + (part + 1) * width) for at in (0, hidden, 2 * hidden)
-        )
-        query, key, value = (x @ layer.qkv_w[:, cols] for cols in (q, k, v))
-        query += layer.qkv_b[q]
-        key += layer.qkv_b[k]
-        value += layer.qkv_b[v]
-        scores = np.matmul(
-            query.reshape(n, heads, -1).transpose(1, 0, 2),
-            key.reshape(n, heads, -1).transpose(1, 2, 0),
-        )
-        softmax_(scores)
-        own = np.matmul(scores, value.reshape(n, heads, -1).transpose(1, 0, 2))
-        context[:, q] = own.transpose(1, 0, 2).reshape(n, width)
-
-    def _inner(
-        self, attended: np.ndarray, layer: _Layer, inner: np.ndarray, part: int, *, parts: int
-    ) -> None:
-        """Part `part` of the feed-forward's inner layer (2·GELU), into its columns of `inner`."""
-        width = self.config.intermediate_size // parts
-        cols = slice(part * width, (part + 1) * width)
-        mine = attended @ layer.ffn_in_w[:, cols]
-        mine += layer.ffn_in_b[cols]
-        gelu2_(mine)
-        inner[:, cols] = mine
 
     def _layer(self, x: np.ndarray, layer: _Layer, runs: list[_Run], longest: int) -> np.ndarray:
         cfg = self.config
@@ -428,24 +414,68 @@ class BertEncoder:
         return attended
 
 
-def _each(pool: Executor, parts: int, work: Callable[[int], None]) -> None:
-    """work(0) … work(parts - 1), part 0 in the caller's thread, the rest in `pool`; a part no
+class ShortProduct:
+    """x @ w for an x of a few rows (a question's tokens), as the sum of row blocks of w.
+
+    w's rows are cut in SHORT_GROUPS groups, each group in blocks of at most `rows` rows
+    (x's rows × w's columns × rows ≤ SHORT_PRODUCT): each block's product runs in OpenBLAS's
+    small-matrix kernel, on a view of w (no copy). A group is its blocks' sum, in order; the
+    product is the groups' sum, in order: the same values whichever thread ran which group."""
+
+    def __init__(self, tokens: int, depth: int, width: int) -> None:
+        group = -(-depth // SHORT_GROUPS)
+        rows = max(SHORT_ROWS_MIN, min(group, SHORT_PRODUCT // max(1, tokens * width)))
+        self.groups = [
+            [(a, min(a + rows, g + group, depth)) for a in range(g, min(g + group, depth), rows)]
+            for g in range(0, depth, group)
+        ]
+        self.sums = [np.empty((tokens, width), _DTYPE) for _ in self.groups]
+        self.spare = [np.empty((tokens, width), _DTYPE) for _ in self.groups]
+        self.result = np.empty((tokens, width), _DTYPE)
+
+    def run(self, x: np.ndarray, w: np.ndarray, parts: int, pool: Executor | None) -> np.ndarray:
+        """x @ w into this product's own result array (overwritten by the next run)."""
+        count = len(self.groups)
+        if parts < 2 or pool is None or count < 2:
+            for g in range(count):
+                self._group(x, w, g)
+        else:
+            parts = min(parts, count)
+            shares = [range(p * count // parts, (p + 1) * count // parts) for p in range(parts)]
+            _each(pool, shares, lambda share: self._groups(x, w, share))
+        out = self.result
+        if count == 1:
+            np.copyto(out, self.sums[0])
+            return out
+        np.add(self.sums[0], self.sums[1], out=out)
+        for g in range(2, count):
+            out += self.sums[g]
+        return out
+
+    def _groups(self, x: np.ndarray, w: np.ndarray, share: range) -> None:
+        for g in share:
+            self._group(x, w, g)
+
+    def _group(self, x: np.ndarray, w: np.ndarray, g: int) -> None:
+        blocks, total, spare = self.groups[g], self.sums[g], self.spare[g]
+        a, b = blocks[0]
+        np.matmul(x[:, a:b], w[a:b], out=total)
+        for a, b in blocks[1:]:
+            np.matmul(x[:, a:b], w[a:b], out=spare)
+            total += spare
+
+
+def _each(pool: Executor, shares: Sequence[range], work: Callable[[range], None]) -> None:
+    """work(share) for each share, the first in the caller's thread, the rest in `pool`; one no
     worker has begun once the caller's is done (its core is busy with another process) is
     taken back and done in the caller's thread."""
-    others = [pool.submit(work, j) for j in range(1, parts)]
-    work(0)
-    for j, other in enumerate(others, start=1):
+    others = [pool.submit(work, share) for share in shares[1:]]
+    work(shares[0])
+    for f, other in zip(shares[1:], others, strict=True):
         if other.cancel():
-            work(j)
+            work(f)
         else:
             other.result()
-
-
-def _columns(a: np.ndarray, b: np.ndarray, out: np.ndarray, part: int, *, parts: int) -> None:
-    """Part `part` of out = a @ b: its share of the columns (each the whole sum, as a @ b)."""
-    width = b.shape[1] // parts
-    cols = slice(part * width, (part + 1) * width)
-    out[:, cols] = a @ b[:, cols]
 
 
 _Run = tuple[int, int, int]
