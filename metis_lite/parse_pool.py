@@ -22,6 +22,12 @@ rather than on concurrent.futures.ProcessPoolExecutor, because of what a pool mu
 - Ctrl-C: workers ignore SIGINT and end with the indexer, instead of each printing a
   traceback; and nothing re-runs the caller's main script (multiprocessing's spawn does).
 
+PDFium's memory is a budget for the run, not a cap per worker: each parse worker starts its
+own PDFium worker (parsing/pdf.py), so at most PDF_READERS_MAX PDFs are read at once, and each
+PDFium worker is capped at its share of PDF_MEMORY_BUDGET. A PDF waits for a reader free
+while the files behind it go on (a worker is never kept idle by one), so a run's PDFium
+workers stay within the budget whatever the number of cores.
+
 Answers are pickled: chunks of one document share their title and headings, which pickle
 sends once (a page of 1,000 chunks under one long heading would otherwise send it 1,000
 times); the sender is this package's own worker, nothing else writes to its pipe.
@@ -31,12 +37,12 @@ from __future__ import annotations
 
 import os
 import pickle
-import queue
 import signal
 import subprocess
 import sys
 import threading
 import traceback
+from collections import deque
 from concurrent.futures import Future
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -44,6 +50,8 @@ from pathlib import Path
 
 from metis_lite import chunking, parsing, tokenizer
 from metis_lite.errors import ParseError
+from metis_lite.parsing import pdf
+from metis_lite.parsing.pdf_worker import PDF_MEMORY_BUDGET, PDF_MEMORY_MIN
 from metis_lite.records import Chunk
 
 READY = b"ready"
@@ -55,6 +63,15 @@ workers each starting one BLAS thread per core would start N × cores threads.""
 
 STOP_WAIT_S = 5.0
 """How long closing the pool waits for a worker to end once its job pipe is closed."""
+
+PDF_READERS_MAX = PDF_MEMORY_BUDGET // PDF_MEMORY_MIN
+"""The most PDFs a run's workers read at once (4): each worker's PDFium is capped at
+PDF_MEMORY_BUDGET // min(workers, PDF_READERS_MAX), 256 MiB to 1 GiB."""
+
+
+def pdf_readers(workers: int) -> int:
+    """PDFs read at once by a pool of `workers` processes."""
+    return max(1, min(workers, PDF_READERS_MAX))
 
 
 @dataclass(frozen=True)
@@ -129,12 +146,17 @@ class ParsePool:
     once). `submit` hands back a Future of the job's Parsed; answers come in any order.
 
     `fallback` says why worker processes could not be started (then jobs are parsed in the
-    indexer's threads instead, and the run goes on)."""
+    indexer's threads instead, and the run goes on). At most `pdf_readers` PDFs are parsed at
+    once, each worker's PDFium capped at `pdf_memory` bytes (see the module)."""
 
     def __init__(self, workers: int) -> None:
         self.workers = max(1, workers)
         self.fallback: str | None = None
-        self._jobs: queue.SimpleQueue[tuple[ParseJob, Future[Parsed]] | None] = queue.SimpleQueue()
+        self.pdf_readers = pdf_readers(self.workers)
+        self.pdf_memory = PDF_MEMORY_BUDGET // self.pdf_readers
+        self._jobs: deque[tuple[ParseJob, Future[Parsed]] | None] = deque()
+        self._queued = threading.Condition()  # guards _jobs and _pdf_free
+        self._pdf_free = self.pdf_readers
         self._lock = threading.Lock()
         self._running: set[_Worker] = set()
         self._threads = [
@@ -150,25 +172,26 @@ class ParsePool:
             future.set_running_or_notify_cancel()
             future.set_result(parse_chunks(job))
         else:
-            self._jobs.put((job, future))
+            with self._queued:
+                self._jobs.append((job, future))
+                self._queued.notify()
         return future
 
     def close(self, *, abort: bool = False) -> None:
         """End the workers once their jobs are done; `abort`: cancel the jobs not started
         and stop the workers at once (the run failed or was stopped)."""
         if abort:
-            while True:
-                try:
-                    item = self._jobs.get_nowait()
-                except queue.Empty:
-                    break
-                if item is not None:
-                    item[1].cancel()
+            with self._queued:
+                for item in self._jobs:
+                    if item is not None:
+                        item[1].cancel()
+                self._jobs.clear()
             with self._lock:
                 for worker in self._running:
                     worker.kill()
-        for _ in self._threads:
-            self._jobs.put(None)
+        with self._queued:
+            self._jobs.extend(None for _ in self._threads)
+            self._queued.notify_all()
         for thread in self._threads:
             thread.join()
 
@@ -183,30 +206,53 @@ class ParsePool:
         worker died (the file it held skipped with why)."""
         worker: _Worker | None = None
         try:
-            while (item := self._jobs.get()) is not None:
+            while (item := self._take()) is not None:
                 job, future = item
-                if not future.set_running_or_notify_cancel():
-                    continue
-                if worker is None and self.fallback is None:
-                    worker = self._start()
                 try:
-                    parsed = worker.parse(job) if worker is not None else parse_chunks(job)
-                except _Died as died:
-                    self._forget(worker)
-                    worker = None
-                    parsed = Parsed(refused=died.reason)
-                except BaseException as exc:
-                    future.set_exception(exc)
-                    continue
-                future.set_result(parsed)
+                    if not future.set_running_or_notify_cancel():
+                        continue
+                    try:
+                        if worker is None and self.fallback is None:
+                            worker = self._start()
+                        parsed = worker.parse(job) if worker is not None else parse_chunks(job)
+                    except _Died as died:
+                        self._forget(worker)
+                        worker = None
+                        parsed = Parsed(refused=died.reason)
+                    except BaseException as exc:
+                        future.set_exception(exc)
+                        continue
+                    future.set_result(parsed)
+                finally:
+                    if job.kind == "pdf":
+                        self._pdf_done()
         finally:
             if worker is not None:
                 worker.close()
                 self._forget(worker)
 
+    def _take(self) -> tuple[ParseJob, Future[Parsed]] | None:
+        """The first job queued that this thread may parse now (None: the pool closes): a PDF
+        only while fewer than `pdf_readers` are being parsed, else the jobs behind it."""
+        with self._queued:
+            while True:
+                for at, item in enumerate(self._jobs):
+                    pdf_job = item is not None and item[0].kind == "pdf"
+                    if not pdf_job or self._pdf_free > 0:
+                        del self._jobs[at]
+                        if pdf_job:
+                            self._pdf_free -= 1
+                        return item
+                self._queued.wait()
+
+    def _pdf_done(self) -> None:
+        with self._queued:
+            self._pdf_free += 1
+            self._queued.notify_all()
+
     def _start(self) -> _Worker | None:
         try:
-            worker = _Worker()
+            worker = _Worker(self.pdf_memory)
         except _Died as died:
             self.fallback = f"parse workers could not start ({died.reason}): parsed here"
             return None
@@ -228,13 +274,13 @@ class _Died(Exception):
 class _Worker:
     """One worker process and the indexer's ends of its two pipes."""
 
-    def __init__(self) -> None:
+    def __init__(self, pdf_memory: int) -> None:
         jobs_read, jobs_write = os.pipe()
         results_read, results_write = os.pipe()
         package_root = str(Path(__file__).resolve().parent.parent)
         try:
             self.process = subprocess.Popen(
-                [sys.executable, "-c", _boot(package_root, jobs_read, results_write)],
+                [sys.executable, "-c", _boot(package_root, jobs_read, results_write, pdf_memory)],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 pass_fds=(jobs_read, results_write),
@@ -304,10 +350,11 @@ class _Worker:
         return f"exit status {code}"
 
 
-def _boot(package_root: str, jobs: int, results: int) -> str:
+def _boot(package_root: str, jobs: int, results: int, pdf_memory: int) -> str:
     """The worker's program: import this package from where the indexer imported it (its
     folder first on sys.path only while `metis_lite` itself is imported, so that nothing
-    installed beside it shadows the standard library), then serve."""
+    installed beside it shadows the standard library), then serve, its PDFium capped at
+    `pdf_memory` bytes."""
     return (
         "import sys\n"
         f"sys.path.insert(0, {package_root!r})\n"
@@ -316,14 +363,16 @@ def _boot(package_root: str, jobs: int, results: int) -> str:
         "finally:\n"
         f"    sys.path.remove({package_root!r})\n"
         "from metis_lite.parse_pool import serve\n"
-        f"serve({jobs}, {results})\n"
+        f"serve({jobs}, {results}, {pdf_memory})\n"
     )
 
 
-def serve(jobs_fd: int, results_fd: int) -> None:
+def serve(jobs_fd: int, results_fd: int, pdf_memory: int = PDF_MEMORY_BUDGET) -> None:
     """A worker's loop: parse each job read from `jobs_fd`, answer on `results_fd`, until the
-    job pipe ends (the indexer closed it, or ended however it ended)."""
+    job pipe ends (the indexer closed it, or ended however it ended); its PDFium worker is
+    capped at `pdf_memory` bytes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    pdf.set_memory_cap(pdf_memory)
     jobs = Connection(jobs_fd, writable=False)
     results = Connection(results_fd, readable=False)
     results.send_bytes(READY)

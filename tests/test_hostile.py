@@ -8,6 +8,7 @@ piece alone; these hold them end to end.
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import os
@@ -29,9 +30,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from made_pdfs import pdf_with_stream
 
-from metis_lite import parsing
+from metis_lite import parse_pool, parsing
 from metis_lite.base import Base
 from metis_lite.chunking import chunk
+from metis_lite.parse_pool import PDF_READERS_MAX, ParseJob
+from metis_lite.parsing.pdf_worker import PDF_MEMORY_BUDGET
 from metis_lite.plain import plain_text
 from metis_lite.records import Filters
 from metis_lite.settings import CHUNK_CHARS, KINDS, MODES, SNIPPET_CHARS
@@ -219,7 +222,10 @@ def test_any_text_is_chunked_stored_found_and_snippeted_whole(files, chunk_size)
 # -- a corpus of malformed and adversarial files --------------------------------------------
 
 PEAK_RSS_BYTES = 1536 * 1024 * 1024
-"""The indexer's peak memory on this corpus: generous (the 20 MB line alone is ~100 MB)."""
+"""The peak memory of the indexer and every process it started, together, on this corpus:
+PDFium's budget for the run (1 GiB: its workers stay within it however many there are), the
+indexer (~100 MB: the 20 MB line) and the parse workers (~30 MB each, more while one reads
+a large file)."""
 
 INDEX_TIMEOUT_S = 120
 """Generous; not a benchmark: it only says that no file makes the indexer hang or go quadratic."""
@@ -300,42 +306,52 @@ def adversarial_corpus(folder: Path) -> dict[str, str]:
     }
 
 
-_MEASURE = """
-import os, sys
-pid = os.fork()
-if pid == 0:
-    os.execv(sys.argv[2], sys.argv[2:])
-_, status, usage = os.wait4(pid, 0)
-with open(sys.argv[1], "w") as out:
-    out.write(str(usage.ru_maxrss * 1024))
-sys.exit(os.waitstatus_to_exitcode(status))
-"""
-"""A small process that forks the command and reports its peak RSS (its own and that of the
-descendants it waited for). Linux keeps a process's peak RSS across exec, so a command started
-straight from this test process would count this process's memory as its own."""
+SAMPLE_EVERY_S = 0.02
+"""How often the memory of a measured command's processes is summed: a PDF bomb takes PDFium
+a second or more to inflate to its cap, so its peak is seen."""
+
+PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
+
+
+def tree_rss(root: int) -> int:
+    """The resident memory of `root` and of every process under it, summed, now (from /proc;
+    a page shared by two processes counts twice, so the sum errs high). A process that ends
+    while it is read counts 0."""
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        try:
+            with open(f"/proc/{pid}/statm") as statm:
+                total += int(statm.read().split()[1]) * PAGE_BYTES
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{task}/children") as children:
+                    todo.extend(int(child) for child in children.read().split())
+        except (OSError, ValueError):
+            continue
+    return total
 
 
 def run_measured(command: list[str], timeout: float) -> tuple[int, int, str, str]:
-    """(exit status, peak RSS in bytes, stdout, stderr) of one command, measured by wait4 in a
-    small launcher (_MEASURE)."""
-    with (
-        tempfile.TemporaryFile() as out,
-        tempfile.TemporaryFile() as err,
-        tempfile.NamedTemporaryFile() as peak,
-    ):
-        launcher = [sys.executable, "-c", _MEASURE, peak.name, *command]
+    """(exit status, peak memory in bytes, stdout, stderr) of one command; the peak is the
+    largest sum of the resident memory of the command and every process it started (its parse
+    workers, their PDFium workers), sampled every SAMPLE_EVERY_S. Not wait4's ru_maxrss: that
+    is the largest single process, not the sum of those running at once."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         process = subprocess.Popen(
-            launcher, cwd=ROOT, stdout=out, stderr=err, start_new_session=True
+            command, cwd=ROOT, stdout=out, stderr=err, start_new_session=True
         )
-        try:
-            process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)  # the launcher, the command and its workers
-            process.wait()
+        peak = 0
+        deadline = time.monotonic() + timeout
+        while process.poll() is None:
+            if time.monotonic() > deadline:
+                os.killpg(process.pid, signal.SIGKILL)  # the command and its workers
+                process.wait()
+                break
+            peak = max(peak, tree_rss(process.pid))
+            time.sleep(SAMPLE_EVERY_S)
         out.seek(0)
         err.seek(0)
-        measured = int(peak.read() or 0)
-        return process.returncode, measured, out.read().decode(), err.read().decode()
+        return process.returncode, peak, out.read().decode(), err.read().decode()
 
 
 def test_a_corpus_of_adversarial_files_is_indexed_within_bounded_time_and_memory(tmp_path):
@@ -352,9 +368,9 @@ def test_a_corpus_of_adversarial_files_is_indexed_within_bounded_time_and_memory
         f"exit {code} after {elapsed:.0f} s (killed at {INDEX_TIMEOUT_S} s?): {err}"
     )
     assert "Traceback" not in err
-    assert peak < PEAK_RSS_BYTES, f"peak RSS {peak / 2**20:.0f} MiB"
+    assert peak < PEAK_RSS_BYTES, f"peak RSS of every process together {peak / 2**20:.0f} MiB"
     report = json.loads(out)
-    # Parsed by worker processes, one per core (and the peak above counts each of them).
+    # Parsed by worker processes, one per core (and the peak above counts all of them at once).
     assert report["workers"] == min(len(os.sched_getaffinity(0)), len(list(src.iterdir())))
 
     # Every file is either a document or skipped with its reason: nothing silently lost.
@@ -379,3 +395,78 @@ def test_a_corpus_of_adversarial_files_is_indexed_within_bounded_time_and_memory
             "SELECT document_id, count(*), max(ordinal) FROM chunks GROUP BY document_id"
         ):
             assert top == n - 1
+
+
+# -- PDFium's memory: one budget for a run, however many workers -------------------------------
+
+PROCESS_BYTES = 64 * 1024 * 1024
+"""What a process of a run holds besides PDFium's budget, at most, on a corpus of PDF bombs and
+small notes: Python with the parsers imported (~30 MB a parse worker, ~20 MB an idle PDFium
+worker, ~60 MB the indexer)."""
+
+
+@functools.cache
+def small_bomb() -> bytes:
+    """A PDF bomb of 256 MiB (inflating it takes PDFium twice that): past any share of
+    PDFium's budget a run gives, and quicker to make than the corpus's 1 GiB ones."""
+    return pdf_with_stream(1 << 28)
+
+
+def test_pdfium_stays_within_one_budget_however_many_workers_a_run_has(tmp_path):
+    """Each parse worker reads its PDFs with a PDFium worker of its own; with 6 workers and 6
+    PDF bombs, PDFium is capped at a share of one budget and reads at most PDF_READERS_MAX at
+    once, so the whole run stays within the budget and a process's own memory each (a cap per
+    worker would let 6 bombs take 6 GiB together)."""
+    src = tmp_path / "src"
+    src.mkdir()
+    bomb = small_bomb()
+    workers = 6
+    for n in range(workers):
+        (src / f"bomb-{n}.pdf").write_bytes(bomb)
+        (src / f"note-{n}.md").write_text(f"# Note {n}\n\nnotemarker{n} and more words.\n")
+    base_file = tmp_path / "b.db"
+    words_only_base(base_file, src).close()
+    runner = Path(__file__).resolve().parent / "crash_runner.py"  # workers for a small folder
+    command = [sys.executable, str(runner), "--pool-always", "--", "index", str(base_file)]
+    code, peak, out, err = run_measured(
+        [*command, "--json", "--workers", str(workers)], INDEX_TIMEOUT_S
+    )
+    assert code in (0, 3) and "Traceback" not in err, err
+    processes = 1 + 2 * workers  # the indexer, each parse worker and its PDFium worker
+    bound = PDF_MEMORY_BUDGET + processes * PROCESS_BYTES
+    assert peak < bound, f"peak {peak / 2**20:.0f} MiB of every process together"
+    report = json.loads(out)
+    assert report["workers"] == workers and report["added"] == workers  # the notes
+    share = PDF_MEMORY_BUDGET // PDF_READERS_MAX
+    reasons = {s["path"]: s["reason"] for s in report["skipped"]}
+    assert sorted(reasons) == [f"src/bomb-{n}.pdf" for n in range(workers)]
+    assert all(f"more than {share >> 20:,} MiB" in why for why in reasons.values()), reasons
+
+
+def test_a_pdf_waits_for_a_reader_while_the_files_behind_it_are_parsed(monkeypatch):
+    """With one PDF reader for two workers, two PDFs are never read at once, and the notes
+    queued behind the second are parsed while it waits (no worker kept idle by it); each
+    PDFium worker is capped at the budget's share (here all of a small budget)."""
+    monkeypatch.setattr(parse_pool, "PDF_READERS_MAX", 1)
+    monkeypatch.setattr(parse_pool, "PDF_MEMORY_BUDGET", 128 * 1024 * 1024)
+    bomb = small_bomb()
+    jobs = [ParseJob(f"bomb-{n}.pdf", "pdf", bomb, CHUNK_CHARS) for n in range(2)]
+    jobs += [
+        ParseJob(f"note-{n}.md", "md", b"# Note\n\nsome words %d\n" % n, CHUNK_CHARS)
+        for n in range(4)
+    ]
+    with parse_pool.ParsePool(2) as pool:
+        assert (pool.pdf_readers, pool.pdf_memory) == (1, 128 * 1024 * 1024)
+        futures = [pool.submit(job) for job in jobs]
+        most_at_once = 0
+        notes_done_before_second_pdf = False
+        while not all(f.done() for f in futures):
+            most_at_once = max(most_at_once, sum(f.running() for f in futures[:2]))
+            if all(f.done() for f in futures[2:]) and not futures[1].done():
+                notes_done_before_second_pdf = True
+            time.sleep(0.001)
+    assert most_at_once == 1
+    assert notes_done_before_second_pdf
+    for future in futures[:2]:
+        assert "more than 128 MiB" in (future.result().refused or ""), future.result()
+    assert all(f.result().chunks for f in futures[2:])

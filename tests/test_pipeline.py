@@ -149,8 +149,8 @@ def test_a_worker_that_dies_costs_only_the_file_it_held(tmp_path, monkeypatch):
         write(src, f"f{n:02d}.md", f"# File {n}\n\nThe word{n}gamma.\n")
     real_boot = parse_pool._boot
 
-    def dying_boot(root: str, jobs: int, results: int) -> str:
-        return real_boot(root, jobs, results).replace(
+    def dying_boot(*args: object) -> str:
+        return real_boot(*args).replace(
             "from metis_lite.parse_pool import serve",
             "import os, signal\n"
             "from metis_lite import parsing\n"
@@ -180,6 +180,34 @@ def test_a_worker_that_dies_costs_only_the_file_it_held(tmp_path, monkeypatch):
         assert found == {"f03.md"}  # its indexed version is kept
         for word in ("word25delta", "rewritten", "word11gamma"):
             assert base.search(word, mode="keyword").results, word
+
+
+def test_a_worker_that_cannot_be_started_fails_the_run_instead_of_hanging(tmp_path, monkeypatch):
+    """An unexpected error starting a worker (a bug, not a file's fault) is the run's error,
+    said at once: the files handed to that worker's thread are never left waiting forever."""
+    src = tmp_path / "src"
+    for n in range(4):
+        write(src, f"f{n}.md", f"# File {n}\n\nThe word{n}gamma.\n")
+
+    def broken_boot(*args: object) -> str:
+        raise RuntimeError("no boot today")
+
+    monkeypatch.setattr(parse_pool, "_boot", broken_boot)
+    monkeypatch.setattr(ingest, "POOL_MIN_SECONDS", 0.0)
+    outcome: dict = {}
+
+    def run() -> None:
+        with words_only_base(tmp_path / "b.db", src) as base:
+            try:
+                base.index(workers=2)
+            except RuntimeError as exc:
+                outcome["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(60)
+    assert not thread.is_alive(), "the run hung"
+    assert "no boot today" in str(outcome.get("error"))
 
 
 def _children(pid: int) -> set[int]:

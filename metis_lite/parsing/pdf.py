@@ -10,7 +10,9 @@ PDFium runs in a worker process of its own, its memory capped (pdf_worker.py): a
 a file that crashes PDFium, costs that process, never the indexer or the service, and is
 refused with its reason. One worker serves a process, one PDF at a time (PDFium is not
 thread-safe either): the service's threads, which index several bases and read cited pages
-back, take turns; it is started when a PDF is first read and again after it died.
+back, take turns; it is started when a PDF is first read and again after it died. Its cap is
+the whole PDF_MEMORY_BUDGET, or the share of it an index run gives each parse worker
+(`set_memory_cap`, parse_pool.py).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from pathlib import Path
 
 from metis_lite.errors import ParseError
 from metis_lite.parsing.common import collapse, document
-from metis_lite.parsing.pdf_worker import PDF_MEMORY_BYTES, read_message, write_message
+from metis_lite.parsing.pdf_worker import PDF_MEMORY_BUDGET, read_message, write_message
 from metis_lite.records import Document, Section
 
 HEADER_WITHIN = 1024
@@ -95,6 +97,8 @@ class _Worker:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._process: subprocess.Popen[bytes] | None = None
+        self.memory = PDF_MEMORY_BUDGET
+        """The data segment the worker is capped at (bytes)."""
 
     def read(self, data: bytes) -> dict:
         """The worker's answer for one PDF; ParseError when it died or ran out of time."""
@@ -120,6 +124,11 @@ class _Worker:
                 raise self._died(process, timed_out=expired.is_set())
         return _checked(json.loads(answer))
 
+    def cap(self, limit: int) -> None:
+        """Cap the worker's data segment at `limit` bytes, from its next start."""
+        with self._lock:
+            self.memory = limit
+
     def close(self) -> None:
         with self._lock:
             if self._process is not None:
@@ -132,7 +141,7 @@ class _Worker:
             path = os.environ.get("PYTHONPATH")
             env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_root, path]))}
             self._process = subprocess.Popen(
-                [sys.executable, "-m", "metis_lite.parsing.pdf_worker"],
+                [sys.executable, "-m", "metis_lite.parsing.pdf_worker", str(self.memory)],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 env=env,
@@ -144,7 +153,7 @@ class _Worker:
         self._process = None
         if timed_out:
             return ParseError(f"PDFium took longer than {PDF_DEADLINE_S:.0f} s to read it")
-        limit = PDF_MEMORY_BYTES // 2**20
+        limit = self.memory // 2**20
         code = process.returncode
         how = f"signal {-code}" if code and code < 0 else f"exit {code}"
         return ParseError(
@@ -168,6 +177,12 @@ _WORKER = _Worker()
 """This process's PDFium worker: a resource held for the process's life, closed at exit."""
 
 atexit.register(_WORKER.close)
+
+
+def set_memory_cap(limit: int) -> None:
+    """Cap this process's PDFium worker at `limit` bytes from its next start (an index run's
+    parse worker, given its share of PDF_MEMORY_BUDGET, calls it before reading any PDF)."""
+    _WORKER.cap(limit)
 
 
 def page_text(raw: str) -> str:

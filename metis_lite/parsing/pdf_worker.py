@@ -3,15 +3,16 @@
 PDFium inflates a page's content stream whole, however large, through any chain of filters
 (a 1.3 MB file holding 1 GiB of spaces, Flate-compressed then written in ASCII85, takes it
 2 GB), decrypts before it inflates, and is C code reading hostile bytes. So it runs here, in a
-child process whose data segment is capped at PDF_MEMORY_BYTES (RLIMIT_DATA): an allocation
-past the cap aborts PDFium, and with it only this process; the parent reports the file as
-refused and starts another. Nothing but text crosses back: the answer is JSON, never pickle.
+child process whose data segment is capped (RLIMIT_DATA; PDF_MEMORY_BUDGET, or the share of it
+an index run's parse worker gives its own PDFium worker: parse_pool.py): an allocation past the
+cap aborts PDFium, and with it only this process; the parent reports the file as refused and
+starts another. Nothing but text crosses back: the answer is JSON, never pickle.
 
     parent ─ 8-byte length + the PDF's bytes ─▶ worker (stdin)
     parent ◀─ 8-byte length + {"pages": [raw text of each page], "title": …}
                               or {"refused": reason} ─ worker (stdout)
 
-Run as `python -m metis_lite.parsing.pdf_worker`; it answers until its stdin closes.
+Run as `python -m metis_lite.parsing.pdf_worker [CAP_BYTES]`; it answers until its stdin closes.
 """
 
 from __future__ import annotations
@@ -21,9 +22,17 @@ import struct
 import sys
 from typing import IO
 
-PDF_MEMORY_BYTES = 1024 * 1024 * 1024
-"""The worker's data segment (heap and anonymous maps): 1 GiB. Reading the 309 PDFs of Debian's
-texlive-latex-base-doc, one after the other (the largest 7 MB, 1,611 pages), peaks at 82 MB."""
+PDF_MEMORY_BUDGET = 1024 * 1024 * 1024
+"""What PDFium may use to read PDFs at one time (its workers' data segments, heap and anonymous
+maps, together): 1 GiB. A process reading PDFs one at a time gives it all to its one worker;
+an index run's parse workers share it (parse_pool.py), so a run's PDFium workers stay within
+it however many cores the run has."""
+
+PDF_MEMORY_MIN = 256 * 1024 * 1024
+"""The least cap a PDFium worker is given, so at most PDF_MEMORY_BUDGET // PDF_MEMORY_MIN (4)
+PDFs are read at once: three times what PDFium needs for any of the 309 PDFs of Debian's
+texlive-latex-base-doc, read one after the other (the largest 7 MB, 1,611 pages: a peak of
+82 MB)."""
 
 LENGTH = struct.Struct(">Q")
 """Each message is prefixed by its length in bytes, 8 bytes big-endian."""
@@ -115,13 +124,14 @@ def cap_memory(limit: int) -> None:
 
 
 def main() -> int:
-    cap_memory(PDF_MEMORY_BYTES)
+    limit = int(sys.argv[1]) if len(sys.argv) > 1 else PDF_MEMORY_BUDGET
+    cap_memory(limit)
     requests, answers = sys.stdin.buffer, sys.stdout.buffer
     while (data := read_message(requests)) is not None:
         try:
             answer = read_pages(data)
         except MemoryError:  # Python's share of the cap ran out (PDFium's own aborts instead)
-            answer = {"refused": f"it needs more than {PDF_MEMORY_BYTES >> 20:,} MiB of memory"}
+            answer = {"refused": f"it needs more than {limit >> 20:,} MiB of memory"}
         except Exception as exc:  # noqa: BLE001 - pypdfium2 failing on bad input: a bad file
             answer = {"refused": f"unreadable pdf ({type(exc).__name__}: {str(exc)[:120]})"}
         write_message(answers, json.dumps(answer).encode())
