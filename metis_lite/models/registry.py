@@ -49,6 +49,7 @@ from metis_lite import settings
 from metis_lite.errors import (
     EmbeddingModelUnavailable,
     InvalidRequest,
+    ModelError,
     ModelUnavailable,
     RerankerUnavailable,
 )
@@ -98,6 +99,28 @@ def embedder_from_spec(
     cls, _ = _EMBEDDERS[provider]
     _usable_url(options["url"], "embedding", EmbeddingModelUnavailable)
     return cls(client=client, **_http_options(options, ("dimension",)))
+
+
+def check_embedder(spec: Mapping[str, Any]) -> None:
+    """Raise the ModelError `embedder_from_spec` would raise for a model that is not there (an
+    embedded model not installed, with how to install it; a model file or folder that does
+    not exist; a url that is not one), without loading or contacting it: a few file checks,
+    for what status and a search without vectors say while the model is not loaded."""
+    provider, options = _checked(spec, "embedding", EMBEDDING_PROVIDERS)
+    if provider != "embedded":
+        _usable_url(options["url"], "embedding", EmbeddingModelUnavailable)
+        return
+    from metis_lite.models.e5 import shipped_file
+    from metis_lite.models.embedded import shipped_model_folder
+
+    path = options.get("path")
+    if path is not None:
+        if not Path(path).expanduser().exists():
+            raise ModelError(f"embedding model {path} does not exist")
+    elif (options.get("model") or settings.MINILM_MODEL) == settings.E5_MODEL:
+        shipped_file()
+    else:
+        shipped_model_folder()
 
 
 def reranker_from_spec(
