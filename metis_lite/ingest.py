@@ -104,6 +104,16 @@ class _Tally:
     skipped: list[Skip] = field(default_factory=list)
     warnings: list[MetisWarning] = field(default_factory=list)
 
+    def counts(self) -> dict[str, int]:
+        """The counts `runs` records of the run."""
+        return {
+            "added": self.added,
+            "updated": self.updated,
+            "removed": self.removed,
+            "unchanged": self.unchanged,
+            "skipped": len(self.skipped),
+        }
+
 
 @dataclass(frozen=True)
 class _Source:
@@ -131,7 +141,8 @@ def index(
     theirs (alongside, or after the words: see the module). `workers`: processes that parse,
     by default one per core this process may run on (models.batching.allowed_cores).
 
-    The run is recorded in `runs` (failed when it raised). A words index built by older word
+    The run is recorded in `runs`, its counts with each transaction of documents (status says
+    them while it goes on), failed when it raised. A words index built by older word
     rules is first built again by today's (Store.rebuild_words); documents cut by older
     chunking rules are read and cut again, changed or not, and keep the vectors of the chunks
     whose text is unchanged (Store.replace_document), and once every source was read the base
@@ -168,7 +179,14 @@ def index(
         pool_size = _pool_size(sources, allowed_cores() if workers is None else workers)
         with ParsePool(pool_size) as pool:
             files = sum(len(s.files) for s in sources)
-            pipe = Pipeline(store, pool, embedding, files=files, progress=progress)
+            pipe = Pipeline(
+                store,
+                pool,
+                embedding,
+                files=files,
+                progress=progress,
+                written=lambda: store.record_run(run, **tally.counts()),
+            )
             for source in sources:
                 _index_source(
                     store,
@@ -194,19 +212,8 @@ def index(
         if embedding is not None:
             embedding.close()
         embedded = embedding.written if embedding is not None else 0
-        counts = (
-            {
-                "added": tally.added,
-                "updated": tally.updated,
-                "removed": tally.removed,
-                "unchanged": tally.unchanged,
-                "skipped": len(tally.skipped),
-                "embedded": embedded,
-            }
-            if state == "done"
-            else {}
-        )
-        store.finish_run(run, state=state, **counts)
+        counts = {**tally.counts(), "embedded": embedded} if state == "done" else {}
+        store.finish_run(run, state=state, **counts)  # else the counts as recorded so far
     chunks = store.counts()["chunks"]
     return IndexReport(
         added=tally.added,

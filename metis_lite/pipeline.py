@@ -219,7 +219,9 @@ class Pipeline:
     and the embedding's vectors written between them (see the module).
 
     `read` is told of every file the run reads, in order; `finish_words` writes what is left
-    to write, `finish_vectors` embeds what is left to embed."""
+    to write, `finish_vectors` embeds what is left to embed. `written` is called inside each
+    transaction that writes documents, after them (the run records its counts so far there:
+    status says them while it goes on)."""
 
     def __init__(
         self,
@@ -229,9 +231,11 @@ class Pipeline:
         *,
         files: int,
         progress: Progress | None = None,
+        written: Callable[[], None] | None = None,
     ) -> None:
         self.store = store
         self.pool = pool
+        self._written = written  # told inside each transaction of documents, after them
         self.embedding = embedding
         self.files = files
         self.files_done = 0
@@ -315,10 +319,13 @@ class Pipeline:
         if not any(entry.parse is not None for entry in group):
             return [entry.done(None) for entry in group]
         with self.store.writing():
-            return [
+            chunks = [
                 entry.done(entry.parse.result() if entry.parse is not None else None)
                 for entry in group
             ]
+            if self._written is not None:
+                self._written()
+            return chunks
 
     def _head_ready(self) -> bool:
         if not self._queue:

@@ -211,7 +211,8 @@ CASES = [
     ("fresh", "embedded", 2, None, ()),
     ("fresh", "sql", 13, r"^INSERT INTO vectors", ()),
     ("fresh", "put_vectors", 4, None, ()),
-    ("fresh", "sql", 1, r"^UPDATE runs", ()),
+    ("fresh", "sql", 1, r"^UPDATE runs SET finished_at", ()),
+    ("fresh", "sql", 2, r"^UPDATE runs SET added", ()),  # a run's counts, with its documents
     ("fresh", "wal-write", 10, None, ()),
     ("fresh", "wal-write", 60, None, ()),
     ("fresh", "db-write", 3, None, ("--autocheckpoint", "8")),

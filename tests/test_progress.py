@@ -220,3 +220,71 @@ def test_the_line_says_rates_and_the_later_of_the_two_ends():
     progress("files", 100, 100)
     progress("chunks", 2000, 0)  # 1,000 more chunks since the vectors were told: they wait too
     assert progress.line() == "files 100/100 · chunks 2,000 · vectors 20/2,000 (1.0/s) · ETA 33 min"
+
+
+def test_a_run_shorter_than_the_interval_says_its_first_and_last_figures(slow_base):
+    """With the default 10 s interval, a run of a few seconds into a pipe still prints a line
+    soon after it starts and one when it ends, with its final figures (every file, every
+    vector): a log never ends on figures older than the run's end."""
+    env = {k: v for k, v in os.environ.items() if k != "METIS_PROGRESS_INTERVAL_S"}
+    run = subprocess.run(
+        index_command(slow_base), cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 0, run.stderr
+    lines = [line for line in run.stderr.splitlines() if line.startswith("indexing ")]
+    assert len(lines) >= 2, run.stderr
+    assert all(LINE.match(line) for line in lines), lines
+    first, last = LINE.match(lines[0]), LINE.match(lines[-1])
+    assert first and last
+    assert number(first["vectors"]) < number(last["vectors"])  # said while the run went on
+    with Base(slow_base) as base:
+        chunks = base.status().chunks
+    assert (number(last["files"]), number(last["total"])) == (30, 30)
+    assert number(last["chunks"]) == number(last["vectors"]) == number(last["of"]) == chunks
+
+
+def test_a_terminal_that_does_not_say_its_width_gets_the_whole_line():
+    """A pseudo-terminal no one sized (0 columns, as `script` makes) gets the line whole, not
+    cut one character short of nothing (`ETA 3 ` for `ETA 3 s`)."""
+    controller, terminal = pty.openpty()  # 0 columns, 0 lines
+    now = [0.0]
+    with os.fdopen(terminal, "w", encoding="utf-8") as stream:
+        progress = IndexProgress("b.db", stream=stream, terminal=True, clock=lambda: now[0])
+        progress.start()
+        now[0] += 10
+        progress("chunks", 300, 0)
+        progress("files", 30, 100)
+        progress.stop()
+    shown = os.read(controller, 65536).decode("utf-8")
+    os.close(controller)
+    line = "files 30/100 · chunks 300 (30/s) · ETA 23 s"
+    assert progress.line() == line
+    draws = [d.strip() for d in shown.replace("\r\n", "\n").split("\r") if d.strip()]
+    assert draws and all(d.endswith(line) for d in draws), draws
+
+
+def test_status_says_a_runs_counts_while_it_goes_on(slow_base):
+    """While a run embeds (every file written, vectors coming), status's last indexing run
+    counts the documents already written, as each transaction writes them: never `0 added`
+    beside documents that are there."""
+    process = subprocess.Popen(
+        index_command(slow_base, "--quiet"),
+        cwd=ROOT,
+        env=environment(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    seen = []
+    try:
+        with Base(slow_base) as base:
+            while process.poll() is None:
+                status = base.status()
+                run = status.last_indexing
+                if status.state == "Indexing" and run and run["state"] == "running":
+                    seen.append((status.documents, run["added"]))
+                time.sleep(0.02)
+    finally:
+        out, err = process.communicate(timeout=300)
+    assert process.returncode == 0, err
+    assert any(documents > 0 for documents, _ in seen), seen
+    assert all(added == documents for documents, added in seen), seen

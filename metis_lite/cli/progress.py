@@ -5,9 +5,10 @@ pass), then, once every file is written, with the vectors:
 
     words   [##########..........] files 265/530 · chunks 5,960 (2,210/s) · vectors 96/5,960 (12.1/s) · ETA 8 min
 
-Elsewhere (a log file, a CI job, a pipe) the same figures as a line of their own every
-PROGRESS_INTERVAL_S, however long one step takes (a large PDF, a slow model), so a log never
-goes quiet for longer:
+Elsewhere (a log file, a CI job, a pipe) the same figures as a line of their own: the first
+after FIRST_LINE_S, then every PROGRESS_INTERVAL_S however long one step takes (a large PDF, a
+slow model), so a log never goes quiet for longer, and a last one when the run ends (its
+figures final: a log does not end on the last interval's):
 
     indexing docs.db: files 265/530 · chunks 5,960 (2,210/s) · vectors 96/5,960 (12.1/s) · ETA 8 min
 
@@ -32,6 +33,10 @@ from metis_lite.escapes import escape_controls
 
 PROGRESS_INTERVAL_S = 10.0
 """With stderr not a terminal, a progress line at least this often."""
+
+FIRST_LINE_S = 1.0
+"""With stderr not a terminal, the first line comes this soon (or at the interval, when it is
+shorter): a run of a few seconds says it is on, one shorter says only its last line."""
 
 REDRAW_S = 0.2
 """On a terminal, the line is drawn again at most this often as the run reports, and at
@@ -92,10 +97,16 @@ class IndexProgress:
         return self
 
     def stop(self) -> None:
+        """End the progress: a terminal's line drawn a last time and ended; elsewhere a last
+        line, the run's final figures."""
         self._stopped.set()
-        if self._thread is not None:
-            self._thread.join()
-        if self.terminal and self._drawn:
+        started, self._thread = self._thread, None
+        if started is not None:
+            started.join()
+        if not self.terminal:
+            if started is not None:
+                self._write_line()
+        elif self._drawn:
             self._draw()
             self.stream.write("\n")
             self.stream.flush()
@@ -149,13 +160,18 @@ class IndexProgress:
         return written, total + max(0, self.chunks - self._chunks_at_vectors)
 
     def _tick(self) -> None:
-        while not self._stopped.wait(self.interval_s):
+        wait = self.interval_s if self.terminal else min(FIRST_LINE_S, self.interval_s)
+        while not self._stopped.wait(wait):
+            wait = self.interval_s
             if self.terminal:
                 if self._files_told:
                     self._draw()
             else:
-                self.stream.write(escape_controls(f"indexing {self.label}: {self.line()}") + "\n")
-                self.stream.flush()
+                self._write_line()
+
+    def _write_line(self) -> None:
+        self.stream.write(escape_controls(f"indexing {self.label}: {self.line()}") + "\n")
+        self.stream.flush()
 
     def _draw(self) -> None:
         """The terminal's line, drawn again in place (cut to the terminal's width: a line
@@ -173,18 +189,23 @@ class IndexProgress:
         filled = min(BAR_WIDTH, BAR_WIDTH * done // total) if total else BAR_WIDTH
         bar = f"{stage:<7} [{'#' * filled}{'.' * (BAR_WIDTH - filled)}]"
         text = escape_controls(f"{bar} {self.line()}")
-        text = text[: self._columns() - 1]
+        columns = self._columns()
+        if columns is not None:  # one short of the width: the cursor stays on the line
+            text = text[: columns - 1]
         self._drawn = self._clock()
         self.stream.write("\r" + text + " " * max(0, self._width - len(text)))
         self._width = len(text)
         self.stream.flush()
 
-    def _columns(self) -> int:
-        """The width of the terminal the line is drawn on (stderr's, not stdout's)."""
+    def _columns(self) -> int | None:
+        """The width of the terminal the line is drawn on (stderr's, not stdout's); None when
+        it does not say (0 columns: a pseudo-terminal no one sized, as `script` makes), and
+        the line is then drawn whole."""
         try:
-            return os.get_terminal_size(self.stream.fileno()).columns
+            columns = os.get_terminal_size(self.stream.fileno()).columns
         except (AttributeError, OSError, ValueError):
-            return shutil.get_terminal_size((100, 24)).columns
+            columns = shutil.get_terminal_size((0, 0)).columns
+        return columns if columns > 0 else None
 
 
 def _duration(seconds: float) -> str:

@@ -40,6 +40,13 @@ class RunsMixin(StoreCore):
             )
             return int(self.db.last_insert_rowid())
 
+    def record_run(self, run_id: int, **counts: int) -> None:
+        """A running run's counts so far, which status shows while it goes on: written in the
+        transaction that wrote what they count, when one is open."""
+        sets = ", ".join(f"{name} = ?" for name in counts)
+        with self._transaction():
+            self.db.execute(f"UPDATE runs SET {sets} WHERE id = ?", (*counts.values(), run_id))
+
     def finish_run(self, run_id: int, *, state: str, **counts: int) -> None:
         sets = ", ".join(f"{name} = ?" for name in counts)
         with self._transaction():
