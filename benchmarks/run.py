@@ -775,7 +775,8 @@ def real_text(real: dict) -> list[str]:
             f"  no embeddings {r['chunks_per_s']:,.0f} chunks/s"
             f" {verdict(r['chunks_per_s'] >= r['aim'])} (aim ≥ {r['aim']:,.0f}); shares: "
             + ", ".join(f"{k} {alone[k]:.1%}" for k in STAGE_ORDER if k in alone),
-            f"  with {E5_MODEL} {r['with_embedding_chunks_per_s']:,.1f} chunks/s (embedding"
+            f"  with {E5_MODEL}, projected from {min(REAL_EMBED_SAMPLE, r['chunks'])} chunks"
+            f" embedded (not a run): {r['with_embedding_chunks_per_s']:,.1f} chunks/s (embedding"
             f" {r['embed_chunks_per_s']:.1f}/s); shares: "
             + ", ".join(f"{k} {whole[k]:.1%}" for k in STAGE_ORDER if k in whole),
         ]
