@@ -8,8 +8,8 @@ client (the `sqlite3` shell) may then checkpoint and delete the WAL under the pr
 connections. So a file is recognised as a base by SQLite itself (`PRAGMA application_id`,
 APPLICATION_ID, and the `meta` table), never by reading its bytes, and one that is damaged,
 read-only or another program's database is said as such (errors.py). Each file opened is
-recorded first (files.hold_database), so that nothing of this process reads it as a source's
-file, whatever name or link leads to it.
+recorded first, for as long as its connection lives (files.hold_database), so that nothing of
+this process reads it as a source's file, whatever name or link leads to it.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
@@ -103,7 +104,20 @@ def connect(
     locks, no -shm, no look for changes), which is safe only for such a file: a published copy
     (publish.py), replaced by a rename and never written in place.
     """
-    files.hold_database(path)  # never opened but by SQLite from now on (files.py)
+    release = files.hold_database(path)  # never opened but by SQLite while it is (files.py)
+    try:
+        connection = _connect(path, readonly=readonly, create=create, immutable=immutable)
+    except BaseException:
+        release()
+        raise
+    weakref.finalize(connection, release)
+    return connection
+
+
+def _connect(
+    path: str | os.PathLike[str], *, readonly: bool, create: bool, immutable: bool
+) -> apsw.Connection:
+    """connect, once the file is recorded as a database this process has open."""
     unwritable = not immutable and _unwritable(Path(path))  # asked read-only or not
     readonly = readonly or unwritable or immutable
     flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE

@@ -13,7 +13,8 @@ shell) may then checkpoint and delete the -wal under the process's own connectio
 file is told by its device and inode, and on Linux before anything opens it for reading: the
 entry is opened with O_PATH (a descriptor that reads nothing and whose closing drops no lock),
 checked through fstat, and only then opened for reading through /proc/self/fd, which opens the
-very file checked. connection.py records each database it opens (`hold_database`).
+very file checked. connection.py records each database it opens, for as long as its
+connection lives (`hold_database`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import errno
 import os
 import stat
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 READ_BLOCK_BYTES = 1 << 20
@@ -53,16 +55,33 @@ IS_A_DATABASE = (
     "SQLite opens"
 )
 
-_databases: set[str] = set()
+_databases: dict[str, int] = {}
+"""The database files this process has open with SQLite, by name: how many connections."""
 _databases_lock = threading.Lock()
 
 
-def hold_database(path: str | os.PathLike[str]) -> None:
+def hold_database(path: str | os.PathLike[str]) -> Callable[[], None]:
     """Record a database file this process opens with SQLite (connection.connect, before the
-    open), so that no source file that is it, or its -wal, -shm or journal, is ever opened."""
-    names = {os.path.abspath(path), os.path.realpath(path)}
+    open), so that no source file that is it, or its -wal, -shm or journal, is ever opened;
+    returns what releases it once its connection is gone (called once, whatever the calls)."""
+    names = tuple({os.path.abspath(path), os.path.realpath(path)})
     with _databases_lock:
-        _databases.update(names)
+        for name in names:
+            _databases[name] = _databases.get(name, 0) + 1
+    released = threading.Event()
+
+    def release() -> None:
+        with _databases_lock:
+            if released.is_set():
+                return
+            released.set()
+            for name in names:
+                if _databases[name] > 1:
+                    _databases[name] -= 1
+                else:
+                    del _databases[name]
+
+    return release
 
 
 def database_ids() -> set[tuple[int, int]]:

@@ -4,6 +4,7 @@ swapped for a link during a run is never read)."""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import socket
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, words_only_base
 
-from metis_lite import ingest
+from metis_lite import files, ingest
 from metis_lite.base import Base
 from metis_lite.errors import InvalidRequest
 
@@ -238,6 +239,11 @@ def test_a_base_this_process_has_open_is_never_opened_as_a_source_file(tmp_path,
         assert documents(base) >= {"good.md", "target.md"}
         assert not {"hard.md", "soft.md", "wal.md", "late.md"} & documents(base)
         assert base.facts()[1] == 1
+        held = os.stat(base_file)
+        assert (held.st_dev, held.st_ino) in files.database_ids()
+    del base
+    gc.collect()  # its connections gone, the file is no longer one this process holds
+    assert (held.st_dev, held.st_ino) not in files.database_ids()
 
 
 def test_a_file_that_vanishes_before_it_is_read_is_skipped_and_removed(tmp_path):
