@@ -49,6 +49,7 @@ O_PATH = getattr(os, "O_PATH", 0)
 where a stat of the path is the check, just before the open)."""
 
 PROC_FD = "/proc/self/fd"
+_HAS_PROC_FD = os.path.isdir(PROC_FD)
 
 IS_A_DATABASE = (
     "is the file of a base this process has open (or its -wal, -shm or journal), which only "
@@ -99,9 +100,9 @@ def database_ids() -> set[tuple[int, int]]:
     return ids
 
 
-def check_not_database(found: os.stat_result) -> None:
-    """Unreadable for a file of a database this process has open (by device and inode)."""
-    if (found.st_dev, found.st_ino) in database_ids():
+def _check_not_held(found: os.stat_result, held: set[tuple[int, int]]) -> None:
+    """Unreadable for a file of a database this process has open (database_ids: `held`)."""
+    if (found.st_dev, found.st_ino) in held:
         raise Unreadable(IS_A_DATABASE)
 
 
@@ -119,6 +120,7 @@ def open_inside(path: Path, real_root: str) -> tuple[int, os.stat_result]:
     followed only when its target lies inside the source; the opened descriptor must be a
     regular file whose real path lies inside the source, and no file of a database this
     process has open (checked before it is opened for reading). Unreadable otherwise."""
+    held = database_ids()
     try:
         seen = os.lstat(path)
     except OSError as exc:
@@ -133,12 +135,11 @@ def open_inside(path: Path, real_root: str) -> tuple[int, os.stat_result]:
             raise Unreadable("symlink leads outside the source")
     else:
         check_regular(seen.st_mode)
-        check_not_database(seen)
+        _check_not_held(seen, held)
     nofollow = 0 if follow else os.O_NOFOLLOW  # no link when checked: it must not be one now
-    if O_PATH and os.path.isdir(PROC_FD):
-        fd = _open_checked(path, nofollow, real_root)
-    else:
-        fd = _open_after_stat(path, nofollow, follow)
+    if O_PATH and _HAS_PROC_FD:
+        return _open_checked(path, nofollow, real_root, held)
+    fd = _open_after_stat(path, nofollow, follow, held)
     try:
         opened = os.fstat(fd)
         check_regular(opened.st_mode)
@@ -151,7 +152,9 @@ def open_inside(path: Path, real_root: str) -> tuple[int, os.stat_result]:
     return fd, opened
 
 
-def _open_checked(path: Path, nofollow: int, real_root: str) -> int:
+def _open_checked(
+    path: Path, nofollow: int, real_root: str, held: set[tuple[int, int]]
+) -> tuple[int, os.stat_result]:
     """Linux: the entry opened with O_PATH, checked by fstat (a regular file, inside the
     source, no database's file), then the very file checked opened for reading through
     /proc/self/fd. Closing the O_PATH descriptor drops no lock."""
@@ -164,26 +167,28 @@ def _open_checked(path: Path, nofollow: int, real_root: str) -> int:
         if stat.S_ISLNK(found.st_mode):  # O_PATH | O_NOFOLLOW opens a link swapped in
             raise Unreadable(open_failure(OSError(errno.ELOOP, "a link")))
         check_regular(found.st_mode)
-        check_not_database(found)
+        _check_not_held(found, held)
         if not inside(real_path(handle, path, found), real_root):
             raise Unreadable("now leads outside its source (a link was swapped in meanwhile)")
         try:
-            return os.open(f"{PROC_FD}/{handle}", OPEN_FLAGS)
+            fd = os.open(f"{PROC_FD}/{handle}", OPEN_FLAGS)
         except OSError as exc:
             raise Unreadable(open_failure(exc)) from None
     finally:
         os.close(handle)
+    opened = os.fstat(fd)  # the very file checked: /proc/self/fd opens what the handle holds
+    if (opened.st_dev, opened.st_ino) != (found.st_dev, found.st_ino):
+        os.close(fd)
+        raise Unreadable("vanished before it was read (or was replaced meanwhile)")
+    return fd, opened
 
 
-def _open_after_stat(path: Path, nofollow: int, follow: bool) -> int:
+def _open_after_stat(path: Path, nofollow: int, follow: bool, held: set[tuple[int, int]]) -> int:
     """Elsewhere: the file a link leads to is checked by stat just before the open (a link
     swapped in between the two is the one case left)."""
-    if follow:
-        try:
-            check_not_database(os.stat(path))
-        except OSError as exc:
-            raise Unreadable(open_failure(exc)) from None
     try:
+        if follow:
+            _check_not_held(os.stat(path), held)
         return os.open(path, OPEN_FLAGS | nofollow)
     except OSError as exc:
         raise Unreadable(open_failure(exc)) from None
