@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from metis_lite import ingest, languages, memory, publish
-from metis_lite.base_guards import usable, writes
+from metis_lite.base_guards import Guards, usable, writes
 from metis_lite.base_models import BaseModels, SearchCount, new_embedder, prefixes
 from metis_lite.base_status import BaseStatus, LanguageCache, index_warnings, vector_warnings
 from metis_lite.bm25 import WordIndex
@@ -45,7 +45,7 @@ WARM_S = 120.0
 served anyway, FTS5 answering by words until the index is read."""
 
 
-class Base:
+class Base(Guards):
     """One open base: a bounded pool of connections, its vectors in memory, its models (made
     when needed)."""
 
@@ -484,21 +484,6 @@ class Base:
             self._counts.flush(store, self._pool.borrow, force=force)
 
     # -- status -----------------------------------------------------------------------------
-
-    def check_usable(self) -> None:
-        """BASE_DAMAGED once SQLite found the file malformed (every later call says so too)."""
-        if self._damaged is not None:
-            raise BaseDamaged(self._damaged)
-
-    @property
-    def writable(self) -> bool:
-        """Whether anything may be written to the file: False for a Base served read-only, a
-        published copy, and a file SQLite opened read-only (a read-only file or file
-        system), which is searched and never indexed."""
-        if self.read_only or self.published:
-            return False
-        with self._pool.borrow() as store:
-            return not store.db.readonly("main")
 
     @usable
     def status(self) -> BaseStatus:

@@ -1,6 +1,7 @@
 """The two guards every public method of a Base passes: a damaged base is refused from the
 first time SQLite finds it malformed, and a write to a read-only Base or a published copy is
-refused before anything is done."""
+refused before anything is done; and the same two questions for a caller to ask first
+(Guards)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import apsw
 
 from metis_lite import connection
 from metis_lite.errors import BaseDamaged, BaseReadOnly
+from metis_lite.store.pool import StorePool
 
 
 class Guarded(Protocol):
@@ -68,3 +70,28 @@ def writes(method: Callable[Concatenate[B, P], R]) -> Callable[Concatenate[B, P]
         return method(self, *args, **kwargs)
 
     return guarded
+
+
+class Guards:
+    """A Base's answers to a caller who asks before calling (the service, before it queues an
+    index run): whether the base is damaged, and whether anything may be written to it."""
+
+    read_only: bool
+    published: bool
+    _damaged: str | None
+    _pool: StorePool
+
+    def check_usable(self) -> None:
+        """BASE_DAMAGED once SQLite found the file malformed (every later call says so too)."""
+        if self._damaged is not None:
+            raise BaseDamaged(self._damaged)
+
+    @property
+    def writable(self) -> bool:
+        """Whether anything may be written to the file: False for a Base served read-only, a
+        published copy, and a file SQLite opened read-only (a read-only file or file
+        system), which is searched and never indexed."""
+        if self.read_only or self.published:
+            return False
+        with self._pool.borrow() as store:
+            return not store.db.readonly("main")
