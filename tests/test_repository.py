@@ -48,45 +48,7 @@ OUTSIDE = {
 repository's own description of a search is docs/how-search-works.md, and a base's spec is
 said `the base's spec`."""
 
-LEAD_PENDING = {
-    (
-        "README.md",
-        "it follows the product spec, and says where we depart from it (relative fusion"
-        " by default;",
-    ): "docs/how-search-works.md is its own description of a search, and says which"
-    " two choices differ from the usual design, measured (relative fusion by default; …",
-    (
-        "README.md",
-        "the spec's score line with only the scores its mode produced (a keyword search"
-        " shows `words`, a",
-    ): "the score line (docs/how-search-works.md) with only …",
-    (
-        "README.md",
-        "for why it comes first here, and why it would not under the spec's"
-        " reciprocal-rank fusion.",
-    ): "… and why it would not under reciprocal-rank fusion.",
-    (
-        "README.md",
-        "- `rrf`, the spec's reciprocal-rank fusion: Σ 1/(60 + rank). Ranks need no"
-        " calibration, but",
-    ): "- `rrf`, reciprocal-rank fusion: Σ 1/(60 + rank). …",
-    ("README.md", "document at the cited passage) and the spec's score line"): "… and its score"
-    " line",
-    (
-        "README.md",
-        "meanwhile; searches answer with the spec's warnings (`tests/test_faults.py`,",
-    ): "meanwhile; searches answer with their warnings (`tests/test_faults.py`,",
-    (
-        "CHANGELOG.md",
-        "`search --fusion`; `rrf`, the spec's, stays available and `eval --modes hybrid:rrf,…`",
-    ): "`search --fusion`; `rrf`, reciprocal-rank fusion, stays available …",
-    (
-        "CHANGELOG.md",
-        "compares them): the spec's RRF fell more than 0.01 nDCG@10 below search by words alone on",
-    ): "compares them): RRF fell more than 0.01 nDCG@10 below …",
-    ("CHANGELOG.md", "the spec's warnings when a model does not answer."): "their warnings"
-    " when a model does not answer.",
-}
+LEAD_PENDING: dict[tuple[str, str], str] = {}
 """(file, line) of README.md or CHANGELOG.md that breaks OUTSIDE, and what it should say."""
 
 HISTORY = "CHANGELOG.md"
