@@ -17,6 +17,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import time
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
@@ -251,6 +252,12 @@ def write_failure(exc: apsw.Error, path: Path) -> StoreError | None:
     return damage(exc, path)
 
 
+LOOK_WAIT_S = 0.2
+"""How long an indexer retries a lock held for a look: a status or search elsewhere asks
+whether an indexer runs by holding the lock shared for a moment (held_elsewhere), which must
+not turn away the indexer starting then; a lock still held after this is another indexer's."""
+
+
 class IndexerLock:
     """One indexer at a time per base: an advisory lock on BASE.lock, released by the OS even
     when the indexer is killed. (Not on the base file itself: closing any descriptor of a
@@ -268,14 +275,20 @@ class IndexerLock:
             if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
                 raise BaseReadOnly(f"{base} is read-only: it can be searched, not indexed") from exc
             raise StoreError(f"cannot lock {base} for indexing: {exc.strerror or exc}") from exc
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise BaseBusy(
-                f"{self.path.with_suffix('')} is being indexed by another process; "
-                "searches still work, try indexing again when it ends"
-            ) from None
+        deadline = time.monotonic() + LOOK_WAIT_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() < deadline:  # a look (held_elsewhere) lasts microseconds
+                    time.sleep(LOOK_WAIT_S / 50)
+                    continue
+                os.close(fd)
+                raise BaseBusy(
+                    f"{self.path.with_suffix('')} is being indexed by another process; "
+                    "searches still work, try indexing again when it ends"
+                ) from None
         self._fd = fd
 
     def release(self) -> None:

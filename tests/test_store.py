@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import subprocess
 import sys
 import threading
 from contextlib import closing
@@ -10,7 +11,7 @@ from contextlib import closing
 import apsw
 import numpy as np
 import pytest
-from conftest import words_only_base
+from conftest import ROOT, words_only_base
 
 from metis_lite import connection, keyword, tokenizer
 from metis_lite.base import Base
@@ -120,6 +121,48 @@ def test_one_indexer_at_a_time(tmp_path):
     finally:
         first.release()
     assert not IndexerLock(tmp_path / "b.db").held_elsewhere()
+
+
+def test_another_process_looking_whether_a_base_is_indexed_never_makes_its_indexer_busy(
+    tmp_path,
+):
+    """A status or a search in another process asks whether an indexer holds the lock
+    (held_elsewhere: a shared lock for a moment); an indexer starting meanwhile must not take
+    that moment for another indexer. Another process looks without pause while this one
+    starts and ends 20,000 index runs' locks; a real indexer still makes the next one busy."""
+    make(tmp_path).close()
+    looker = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\n"
+            "from metis_lite.store import IndexerLock\n"
+            "lock, end = IndexerLock(sys.argv[1]), time.monotonic() + 30\n"
+            "print('looking', flush=True)\n"
+            "while time.monotonic() < end:\n"
+            "    lock.held_elsewhere()\n",
+            str(tmp_path / "b.db"),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    try:
+        assert looker.stdout is not None and looker.stdout.readline() == "looking\n"
+        for _ in range(20_000):
+            lock = IndexerLock(tmp_path / "b.db")
+            lock.acquire()
+            lock.release()
+    finally:
+        looker.kill()
+        looker.communicate()
+    first = IndexerLock(tmp_path / "b.db")
+    first.acquire()
+    try:
+        with pytest.raises(BaseBusy, match="being indexed"):
+            IndexerLock(tmp_path / "b.db").acquire()
+    finally:
+        first.release()
 
 
 def test_search_counts_hold_no_question(tmp_path):
