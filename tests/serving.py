@@ -1,12 +1,16 @@
 """The index service as a real process on 127.0.0.1 (`metis-lite serve BASE… --port 0`, which
-prints `serving http://127.0.0.1:PORT` first), for the API, fault, load and fuzz tests."""
+prints `serving http://127.0.0.1:PORT` first), for the API, fault, load and fuzz tests; and the
+same server in this process (`served`), for tests that look inside it."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,3 +72,23 @@ def stop(service: Service) -> None:
     except subprocess.TimeoutExpired:
         service.process.kill()
         service.process.wait()
+
+
+@contextmanager
+def served(paths: list[str], **options) -> Iterator:
+    """make_server over `paths` on a free port of 127.0.0.1, serving from a thread of this
+    process until the block ends (no polling, no access log unless `options` say otherwise)."""
+    from metis_lite.http.run import make_server
+
+    options.setdefault("poll_s", 0)
+    options.setdefault("access_log", False)
+    options.setdefault("log", lambda line: None)
+    server = make_server(paths, port=0, environ={}, **options)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        thread.join()
+        server.close()

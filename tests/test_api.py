@@ -15,9 +15,9 @@ import shutil
 import socket
 import subprocess
 import sys
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from pathlib import Path
 
 import httpx
@@ -25,7 +25,7 @@ import pytest
 from conftest import EXAMPLES, ROOT, words_only_base
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from serving import Service, serve, stop
+from serving import Service, serve, served, stop
 
 from metis_lite.access import TOKENS_ENV
 from metis_lite.base import Base
@@ -168,23 +168,8 @@ def small_base(tmp_path) -> Path:
 @pytest.fixture
 def in_process(small_base, tmp_path):
     """Start an in-process server over `small_base` with the given options."""
-    made = []
-
-    def start(**options):
-        options.setdefault("poll_s", 0)
-        options.setdefault("access_log", False)
-        options.setdefault("log", lambda line: None)
-        server = make_server([str(small_base)], port=0, environ={}, **options)
-        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
-        thread.start()
-        made.append((server, thread))
-        return server
-
-    yield start
-    for server, thread in made:
-        server.shutdown()
-        thread.join()
-        server.close()
+    with ExitStack() as stack:
+        yield lambda **options: stack.enter_context(served([str(small_base)], **options))
 
 
 # -- every endpoint -------------------------------------------------------------------------
@@ -927,17 +912,7 @@ def test_bases_say_when_the_embedding_model_cannot_read_them(small_base, tmp_pat
         )
         base.add_source(EXAMPLES / "ti")
         base.index()
-    server = make_server(
-        [str(small_base), str(portuguese)],
-        port=0,
-        environ={},
-        poll_s=0,
-        access_log=False,
-        log=lambda line: None,
-    )
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    try:
+    with served([str(small_base), str(portuguese)]) as server:
         bases = {b["name"]: b for b in http.get(f"{server.url}/v1/bases").json()["bases"]}
         # Both were indexed while their model did not answer: their chunks wait for vectors.
         assert [w["code"] for w in bases["small"]["warnings"]] == ["CHUNKS_WITHOUT_VECTORS"]
@@ -945,10 +920,6 @@ def test_bases_say_when_the_embedding_model_cannot_read_them(small_base, tmp_pat
         assert warning["code"] == "MODEL_LANGUAGE_MISMATCH"
         assert waiting["code"] == "CHUNKS_WITHOUT_VECTORS"
         assert "is Portuguese, which all-MiniLM-L6-v2 (English) does not read" in warning["message"]
-    finally:
-        server.shutdown()
-        thread.join()
-        server.close()
 
 
 # -- the contract and the code cannot disagree ----------------------------------------------

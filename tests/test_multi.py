@@ -15,6 +15,7 @@ import httpx
 import numpy as np
 import pytest
 from conftest import DEAD_EMBEDDING, EXAMPLES, FIXTURES, ROOT, words_only_base
+from serving import served
 from word_models import WordsEmbedder
 
 import metis_lite
@@ -28,7 +29,6 @@ from metis_lite.evaluation import beir, metrics
 from metis_lite.evaluation.runner import _items_by_chunk, resolve
 from metis_lite.evaluation.sets import EvalSet, read_jsonl
 from metis_lite.fusion import deepened
-from metis_lite.http.run import make_server
 from metis_lite.search import bounded_question
 from metis_lite.serialize import multi_answer_to_json
 from metis_lite.settings import QUESTION_WORDS_MAX
@@ -369,17 +369,7 @@ def test_a_wider_window_keeps_the_first_results_over_faquads_questions(faquad):
 def test_the_verbatim_file_and_the_vacation_passage_come_first_over_http(ranked):
     # POST /v1/search put four unrelated handbook passages above the file holding the sentence
     # verbatim, and a medical guide's question above the handbook's vacation passage.
-    server = make_server(
-        [f"{name}={path}" for name, path in ranked.items()],
-        port=0,
-        environ={},
-        poll_s=0,
-        access_log=False,
-        log=lambda line: None,
-    )
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    try:
+    with served([f"{name}={path}" for name, path in ranked.items()]) as server:
         url = f"http://127.0.0.1:{server.server_address[1]}/v1/search"
         for fusion in ("relative", "rrf", None):
             verbatim = httpx.post(
@@ -407,10 +397,6 @@ def test_the_verbatim_file_and_the_vacation_passage_come_first_over_http(ranked)
                 first = holidays.json()["results"][0]
                 assert first["base"] == "handbook", (fusion, bases)
                 assert first["citation"]["headings"][-1] == "Vacation", (fusion, bases)
-    finally:
-        server.shutdown()
-        thread.join()
-        server.close()
 
 
 # -- memory bases among others ----------------------------------------------------------------
@@ -465,17 +451,7 @@ def test_each_memory_base_keeps_what_holds_first_among_other_bases(team_and_docs
     finally:
         agent.close()
     assert holding(data["results"]) == [True, False]
-    server = make_server(
-        [str(tmp_path / "docs.db"), str(tmp_path / "team.db")],
-        port=0,
-        environ={},
-        poll_s=0,
-        access_log=False,
-        log=lambda line: None,
-    )
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    try:
+    with served([str(tmp_path / "docs.db"), str(tmp_path / "team.db")]) as server:
         url = f"http://127.0.0.1:{server.server_address[1]}/v1/search"
         body = {"question": QUESTION, "bases": ["docs", "team"], "mode": "keyword", "top_k": 60}
         for fusion in ("relative", "rrf"):
@@ -495,10 +471,6 @@ def test_each_memory_base_keeps_what_holds_first_among_other_bases(team_and_docs
             for fusion in ("rrf", "relative")
         }
         assert firsts == {"rrf": pytest.approx(1 / 61, abs=1e-6), "relative": pytest.approx(0.5)}
-    finally:
-        server.shutdown()
-        thread.join()
-        server.close()
 
 
 @pytest.fixture

@@ -92,6 +92,40 @@ class Churn:
         return bad
 
 
+def beside_a_churn(
+    churn: Churn, seconds: float, searching: Callable[[int, threading.Event], None], args: list[str]
+) -> dict:
+    """churn.run(seconds) while three threads run searching(offset, stop) until it ends and a
+    second process searches the base (snapshot_searcher.py ARGS…): that process's report, with
+    the ghosts its searches met under "ghosts"."""
+    other = subprocess.Popen(
+        [sys.executable, str(SEARCHER), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    done = threading.Event()
+    threads = [threading.Thread(target=searching, args=(k, done)) for k in range(3)]
+    for thread in threads:
+        thread.start()
+    try:
+        churn.run(seconds)
+    finally:
+        done.set()
+        for thread in threads:
+            thread.join()
+        out, err = other.communicate(timeout=120)
+    assert other.returncode == 0, err
+    second = json.loads(out)
+    second["ghosts"] = [
+        ghost
+        for started, ended, found in second["searches"]
+        for ghost in churn.ghosts(started, ended, [tuple(f) for f in found])
+    ]
+    return second
+
+
 def test_searches_beside_index_runs_that_add_and_remove_documents_see_one_snapshot(tmp_path):
     src = tmp_path / "src"
     src.mkdir()
@@ -108,12 +142,11 @@ def test_searches_beside_index_runs_that_add_and_remove_documents_see_one_snapsh
     errors: list[str] = []
     ghosts: list[str] = []
     searches = 0
-    stop = threading.Event()
 
-    def searching(offset: int) -> None:
+    def searching(offset: int, done: threading.Event) -> None:
         nonlocal searches
         n = offset
-        while not stop.is_set():
+        while not done.is_set():
             mode = ("hybrid", "dense", "keyword")[n % 3]
             started = time.monotonic()
             try:
@@ -128,28 +161,11 @@ def test_searches_beside_index_runs_that_add_and_remove_documents_see_one_snapsh
             assert len(found) <= 10
             searches += 1
 
-    other = subprocess.Popen(
-        [sys.executable, str(SEARCHER), str(base.path), str(CHURN_S)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-    )
-    threads = [threading.Thread(target=searching, args=(k,)) for k in range(3)]
-    for thread in threads:
-        thread.start()
     try:
-        churn.run(CHURN_S)
+        second = beside_a_churn(churn, CHURN_S, searching, [str(base.path), str(CHURN_S)])
     finally:
-        stop.set()
-        for thread in threads:
-            thread.join()
-        out, err = other.communicate(timeout=120)
-    base.close()
-    assert other.returncode == 0, err
-    second = json.loads(out)
-    for started, ended, found in second["searches"]:
-        ghosts.extend(churn.ghosts(started, ended, [tuple(f) for f in found]))
+        base.close()
+    ghosts.extend(second["ghosts"])
     assert errors == [] and second["errors"] == []
     assert ghosts == []
     assert churn.runs >= 2 and searches > 0 and second["searches"]
@@ -186,13 +202,12 @@ def test_searches_over_http_beside_the_services_index_passes_never_fail(tmp_path
     statuses: list[tuple[str, int, str]] = []
     ghosts: list[str] = []
     reranked = 0
-    stop_searching = threading.Event()
 
-    def searching(offset: int) -> None:
+    def searching(offset: int, done: threading.Event) -> None:
         nonlocal reranked
         with httpx.Client(base_url=service.url, timeout=60) as own:
             n = offset
-            while not stop_searching.is_set():
+            while not done.is_set():
                 mode = ("hybrid", "dense", "keyword")[n % 3]
                 started = time.monotonic()
                 asked = {"question": f"churn topic word{n % 40}", "mode": mode, "top_k": 10}
@@ -206,30 +221,15 @@ def test_searches_over_http_beside_the_services_index_passes_never_fail(tmp_path
                 found = [(r["citation"]["document"], r["text"]) for r in body["results"]]
                 ghosts.extend(churn.ghosts(started, time.monotonic(), found))
 
-    other = subprocess.Popen(
-        [sys.executable, str(SEARCHER), str(base_file), str(SERVED_CHURN_S), "spec"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-    )
-    threads = [threading.Thread(target=searching, args=(k,)) for k in range(3)]
-    for thread in threads:
-        thread.start()
     try:
-        churn.run(SERVED_CHURN_S)
+        second = beside_a_churn(
+            churn, SERVED_CHURN_S, searching, [str(base_file), str(SERVED_CHURN_S), "spec"]
+        )
     finally:
-        stop_searching.set()
-        for thread in threads:
-            thread.join()
-        out, err = other.communicate(timeout=120)
         client.close()
         stop(service)
         model.close()
-    assert other.returncode == 0, err
-    second = json.loads(out)
-    for started, ended, found in second["searches"]:
-        ghosts.extend(churn.ghosts(started, ended, [tuple(f) for f in found]))
+    ghosts.extend(second["ghosts"])
     assert statuses == [] and second["errors"] == []
     assert ghosts == []
     assert churn.runs >= 2 and reranked > 0 and second["searches"]
