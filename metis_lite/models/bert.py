@@ -303,14 +303,7 @@ class BertEncoder:
         cfg = self.config
         if max(lengths) > cfg.max_positions:
             raise ModelError(f"{max(lengths)} tokens exceed the model's {cfg.max_positions}")
-        positions = np.concatenate([np.arange(n) for n in lengths])
-        x = self.word.rows(ids)
-        x += self.position[positions + cfg.position_offset]
-        if type_ids.any():
-            x += self.token_type[type_ids]
-        else:
-            x += self.token_type[0]
-        layer_norm_(x, self.emb_ln_g, self.emb_ln_b, cfg.layer_norm_eps)
+        x = self._embedded(ids, type_ids, np.concatenate([np.arange(n) for n in lengths]))
         runs = _runs(lengths, cfg.num_heads)
         for layer in self.layers:
             x = self._layer(x, layer, runs, max(lengths))
@@ -338,24 +331,15 @@ class BertEncoder:
         n = len(ids)
         if n > cfg.max_positions:
             raise ModelError(f"{n} tokens exceed the model's {cfg.max_positions}")
-        hidden, heads, size = cfg.hidden_size, cfg.num_heads, cfg.head_size
-        x = self.word.rows(ids)
-        x += self.position[np.arange(n) + cfg.position_offset]
-        x += self.token_type[type_ids] if type_ids.any() else self.token_type[0]
-        layer_norm_(x, self.emb_ln_g, self.emb_ln_b, cfg.layer_norm_eps)
+        hidden = cfg.hidden_size
+        x = self._embedded(ids, type_ids, np.arange(n))
         qkv = ShortProduct(n, hidden, 3 * hidden)
         out = ShortProduct(n, hidden, hidden)
         inner = ShortProduct(n, hidden, cfg.intermediate_size)
         back = ShortProduct(n, cfg.intermediate_size, hidden)
-        context = np.empty((n, hidden), _DTYPE)
+        runs = [(0, 1, n)]
         for layer in self.layers:
-            q_k_v = qkv.run(x, layer.qkv_w, parts, pool)
-            q_k_v += layer.qkv_b
-            block = q_k_v.reshape(n, 3, heads, size)
-            scores = np.matmul(block[:, 0].transpose(1, 0, 2), block[:, 1].transpose(1, 2, 0))
-            softmax_(scores)
-            own = np.matmul(scores, block[:, 2].transpose(1, 0, 2))
-            context.reshape(n, heads, size)[...] = own.transpose(1, 0, 2)
+            context = self._context(qkv.run(x, layer.qkv_w, parts, pool), layer, runs, n)
             attended = out.run(context, layer.out_w, parts, pool)
             attended += layer.out_b
             attended += x
@@ -386,11 +370,32 @@ class BertEncoder:
         layer_norm_(out, layer.ln2_g, layer.ln2_b, cfg.layer_norm_eps)
         return out
 
+    def _embedded(self, ids: np.ndarray, type_ids: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        """The embeddings' sum (word, position, token type) after their LayerNorm."""
+        cfg = self.config
+        x = self.word.rows(ids)
+        x += self.position[positions + cfg.position_offset]
+        if type_ids.any():
+            x += self.token_type[type_ids]
+        else:
+            x += self.token_type[0]
+        layer_norm_(x, self.emb_ln_g, self.emb_ln_b, cfg.layer_norm_eps)
+        return x
+
     def _attention(
         self, qkv: np.ndarray, layer: _Layer, runs: list[_Run], longest: int
     ) -> np.ndarray:
-        """Multi-head self-attention and its output projection, (tokens, hidden): each run of
-        equal-length sequences at once, a long sequence a few heads at a time."""
+        """Multi-head self-attention and its output projection, (tokens, hidden)."""
+        attended = self._context(qkv, layer, runs, longest) @ layer.out_w
+        attended += layer.out_b
+        return attended
+
+    def _context(
+        self, qkv: np.ndarray, layer: _Layer, runs: list[_Run], longest: int
+    ) -> np.ndarray:
+        """Multi-head self-attention's context, (tokens, hidden), from the query, key and value
+        projections `qkv` (their bias added in place): each run of equal-length sequences at
+        once, a long sequence a few heads at a time."""
         cfg = self.config
         heads, size = cfg.num_heads, cfg.head_size
         qkv += layer.qkv_b
@@ -409,9 +414,7 @@ class BertEncoder:
                 scores = np.matmul(q[:, hs], k[:, hs])
                 softmax_(scores, shift=shift)
                 np.matmul(scores, v[:, hs], out=out[:, hs])
-        attended = context.reshape(qkv.shape[0], cfg.hidden_size) @ layer.out_w
-        attended += layer.out_b
-        return attended
+        return context.reshape(qkv.shape[0], cfg.hidden_size)
 
 
 class ShortProduct:
