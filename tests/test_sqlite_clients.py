@@ -4,7 +4,8 @@ counts searches. Every request succeeds, the -wal stays while the base is served
 descriptor of the base is ever closed under SQLite's locks), and afterwards
 `PRAGMA integrity_check` is ok and every fact is there.
 
-Also here: a source folder holding links to the served base, `kill -9` of the service during a
+Also here: questions embedded at once by threads and another process beside the shell, a source
+folder holding links to the served base, `kill -9` of the service during a
 burst of facts while `sqlite3` reads, two services on one base, `copy` while the shell holds a
 write transaction open, and a -wal deleted by hand under the service.
 """
@@ -12,6 +13,7 @@ write transaction open, and a -wal deleted by hand under the service.
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import shutil
 import signal
@@ -415,3 +417,81 @@ def test_a_wal_deleted_by_hand_under_the_service_is_refused_and_loses_no_fact_it
         assert plain.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
         stored = {r[0] for r in plain.execute("SELECT text FROM facts")}
     assert stored == set(answered)
+
+
+QUESTIONS = (
+    "how many holidays do I get",
+    "configuração do proxy",
+    "who pays for a hotel abroad",
+    "what do I do when I am ill",
+)
+
+
+@needs_shell
+def test_questions_asked_at_once_by_threads_and_another_process_get_the_vectors_they_get_alone(
+    example_base_file, tmp_path
+):
+    """The embedded model is shared by every thread of a process (one BatchRunner, its workers
+    taking a question's groups while the other cores are free): four threads asking at once
+    and another process asking the same questions, while the `sqlite3` shell reads the base,
+    each find the chunks and cosines one caller alone finds (to the last bit in this process)."""
+    base_file = tmp_path / "handbook.db"
+    shutil.copy(example_base_file, base_file)
+
+    def found(answer) -> list[tuple[int, float | None]]:
+        return [(r.chunk_id, r.scores.dense) for r in answer.results]
+
+    with Base(base_file) as base:
+        alone = {q: found(base.search(q, mode="dense", top_k=5)) for q in QUESTIONS}
+    other = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "metis_lite",
+            "search",
+            str(base_file),
+            "--json",
+            "--mode",
+            "dense",
+            "--top-k",
+            "5",
+            "--",
+            QUESTIONS[0],
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    reads: list[subprocess.CompletedProcess[str]] = []
+    asked: list[tuple[str, list[tuple[int, float | None]]]] = []
+    errors: list[str] = []
+    with Base(base_file) as base:
+
+        def asking(offset: int) -> None:
+            for n in range(8):
+                question = QUESTIONS[(offset + n) % len(QUESTIONS)]
+                try:
+                    answer = base.search(question, mode="dense", top_k=5)
+                except Exception as exc:  # noqa: BLE001 - the test fails on any
+                    errors.append(f"{type(exc).__name__}: {exc}")
+                    continue
+                asked.append((question, found(answer)))
+
+        threads = [threading.Thread(target=asking, args=(k,)) for k in range(4)]
+        for thread in threads:
+            thread.start()
+        while any(thread.is_alive() for thread in threads):
+            reads.append(shell(base_file, "SELECT count(*) FROM chunks; PRAGMA quick_check;"))
+        for thread in threads:
+            thread.join()
+    out, err = other.communicate(timeout=300)
+    assert other.returncode == 0, err
+    assert errors == [] and len(asked) == 32
+    assert all(got == alone[question] for question, got in asked)
+    # The other process answers in JSON: each passage by its text, its cosine to 6 decimals.
+    theirs = [(r["text"], r["scores"]["dense"]) for r in json.loads(out)["results"]]
+    with Store(base_file) as store:
+        texts = store.chunk_rows([c for c, _ in alone[QUESTIONS[0]]])
+    assert theirs == [(texts[c].text, round(s, 6)) for c, s in alone[QUESTIONS[0]]]
+    assert reads and all(r.returncode == 0 and r.stdout.split() == ["46", "ok"] for r in reads)
