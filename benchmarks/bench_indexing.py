@@ -73,7 +73,7 @@ def copy_corpus(kind: str, work: Path, limit: int | None) -> tuple[Path, int, in
 
 def one_run(folder: Path, base_path: Path, workers: int) -> dict:
     """In the measured process: index `folder` into a new base; the report's figures."""
-    from metis_lite.base import Base
+    from metis_lite.base.core import Base
 
     with Base(base_path, create=True) as base:
         base.configure(embedding=DEAD_EMBEDDING)

@@ -53,16 +53,18 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from metis_lite import chunking, ingest, parsing, tokenizer  # noqa: E402
-from metis_lite.base import Base  # noqa: E402
-from metis_lite.chunking import chunk  # noqa: E402
+from metis_lite import parsing  # noqa: E402
+from metis_lite.base.core import Base  # noqa: E402
 from metis_lite.errors import ParseError  # noqa: E402
+from metis_lite.indexing import ingest  # noqa: E402
 from metis_lite.parsing import html, pdf  # noqa: E402
 from metis_lite.parsing.charset import html_utf8  # noqa: E402
 from metis_lite.parsing.common import collapse, document  # noqa: E402
 from metis_lite.records import Document, Section  # noqa: E402
 from metis_lite.settings import CHUNK_CHARS  # noqa: E402
 from metis_lite.store import Store  # noqa: E402
+from metis_lite.text import chunking, tokenizer  # noqa: E402
+from metis_lite.text.chunking import chunk  # noqa: E402
 
 CORPORA = {
     "html": Path("/usr/share/doc/python3.11/html"),

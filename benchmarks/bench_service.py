@@ -71,8 +71,8 @@ sys.path.insert(0, str(ROOT))
 
 from gencorpus import Vocabulary, questions, write_corpus  # noqa: E402
 
-from metis_lite.base import Base  # noqa: E402
-from metis_lite.publish import publish  # noqa: E402
+from metis_lite.base.core import Base  # noqa: E402
+from metis_lite.copies.publish import publish  # noqa: E402
 
 DEAD_EMBEDDING = {"provider": "tei", "url": "http://127.0.0.1:9", "timeout_s": 1}
 """An embedding model that refuses at once: the base is built without vectors, quickly."""

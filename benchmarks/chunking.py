@@ -13,8 +13,8 @@ import argparse
 import random
 import time
 
-from metis_lite.chunking import chunk
 from metis_lite.records import Document, Section
+from metis_lite.text.chunking import chunk
 
 WORDS = (
     "the leave policy gives every employee twenty five days of paid vacation per year configuração"

@@ -34,13 +34,13 @@ from pathlib import Path
 
 from run import machine  # benchmarks/run.py: the machine line every benchmark prints
 
-from metis_lite.backup import copy_base
-from metis_lite.base import Base
+from metis_lite.base.core import Base
+from metis_lite.base.multi import search_bases
+from metis_lite.copies.backup import copy_base
 from metis_lite.evaluation import metrics
 from metis_lite.evaluation.bases import open_beir_base
 from metis_lite.evaluation.beir import read_questions
 from metis_lite.evaluation.runner import _items_by_chunk, resolve
-from metis_lite.multi import search_bases
 from metis_lite.records import Result
 from metis_lite.settings import EMBEDDED_MODEL, MINILM_MODEL
 

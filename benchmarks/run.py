@@ -58,14 +58,14 @@ sys.path.insert(0, str(HERE.parent))
 
 from gencorpus import CHUNKS_PER_FILE, Vocabulary, questions, write_corpus  # noqa: E402
 
-from metis_lite import keyword  # noqa: E402
-from metis_lite.base import Base  # noqa: E402
-from metis_lite.bm25 import WordIndex  # noqa: E402
-from metis_lite.dense import VectorIndex  # noqa: E402
+from metis_lite.base.core import Base  # noqa: E402
 from metis_lite.models.batching import allowed_cores  # noqa: E402
+from metis_lite.retrieval import keyword  # noqa: E402
+from metis_lite.retrieval.bm25 import WordIndex  # noqa: E402
+from metis_lite.retrieval.dense import VectorIndex  # noqa: E402
 from metis_lite.settings import E5_MODEL  # noqa: E402
 from metis_lite.store import Store  # noqa: E402
-from metis_lite.tokenizer import tokens  # noqa: E402
+from metis_lite.text.tokenizer import tokens  # noqa: E402
 
 DEAD_EMBEDDING = {"provider": "tei", "url": "http://127.0.0.1:9", "timeout_s": 1}
 """An embedding model that refuses at once: indexing without embeddings."""
@@ -412,7 +412,7 @@ sys.path.insert(0, sys.argv[2])
 def rss():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-from metis_lite.base import Base
+from metis_lite.base.core import Base
 before = rss()
 base = Base(sys.argv[1])
 opened = rss()

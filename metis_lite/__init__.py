@@ -18,12 +18,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the names' types, for type checkers (the package ships py.typed)
-    from metis_lite.base import Base as Base
-    from metis_lite.base import BaseStatus as BaseStatus
+    from metis_lite.base.core import Base as Base
+    from metis_lite.base.core import BaseStatus as BaseStatus
+    from metis_lite.base.multi import MultiAnswer as MultiAnswer
+    from metis_lite.base.multi import search_bases as search_bases
     from metis_lite.errors import MetisError as MetisError
-    from metis_lite.ingest import IndexReport as IndexReport
-    from metis_lite.multi import MultiAnswer as MultiAnswer
-    from metis_lite.multi import search_bases as search_bases
+    from metis_lite.indexing.ingest import IndexReport as IndexReport
     from metis_lite.records import Answer as Answer
     from metis_lite.records import Citation as Citation
     from metis_lite.records import Fact as Fact
@@ -36,18 +36,18 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "Answer": "metis_lite.records",
-    "Base": "metis_lite.base",
-    "BaseStatus": "metis_lite.base",
+    "Base": "metis_lite.base.core",
+    "BaseStatus": "metis_lite.base.core",
     "Citation": "metis_lite.records",
     "Fact": "metis_lite.records",
     "Filters": "metis_lite.records",
-    "IndexReport": "metis_lite.ingest",
+    "IndexReport": "metis_lite.indexing.ingest",
     "MetisError": "metis_lite.errors",
-    "MultiAnswer": "metis_lite.multi",
+    "MultiAnswer": "metis_lite.base.multi",
     "Result": "metis_lite.records",
     "Scores": "metis_lite.records",
     "SourceInfo": "metis_lite.records",
-    "search_bases": "metis_lite.multi",
+    "search_bases": "metis_lite.base.multi",
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"])

@@ -1,5 +1,5 @@
 """Write tests/fixtures/unicode/categories-VERSION.txt: every assigned code point's general
-category in the Unicode version metis_lite/unicode_tables.py was made from, as ranges.
+category in the Unicode version metis_lite/text/unicode_tables.py was made from, as ranges.
 
     python scripts/make_unicode_fixture.py      # on a Python whose unicodedata is that version
 
@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from metis_lite import unicode_tables  # noqa: E402
+from metis_lite.text import unicode_tables  # noqa: E402
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""Write metis_lite/unicode_tables.py: the character classes the tokenizer reads, as ranges.
+"""Write metis_lite/text/unicode_tables.py: the character classes the tokenizer reads, as ranges.
 
     python scripts/make_unicode_tables.py
 
@@ -41,7 +41,7 @@ def letter_or_digit(c: str) -> bool:
 
 def cjk_letter(c: str) -> bool:
     """A letter of the blocks made into bigrams (tokenizer.CJK_RANGES): not 「」・ or a gap."""
-    from metis_lite.tokenizer import CJK_RANGES
+    from metis_lite.text.tokenizer import CJK_RANGES
 
     point = ord(c)
     return c.isalnum() and any(first <= point <= last for first, last in CJK_RANGES)
@@ -57,7 +57,7 @@ def unsafe(c: str) -> bool:
     A text holding one is tokenized run by run, so words are the same whether found in the
     text as written (highlights) or in the folded text (the index).
     """
-    from metis_lite.tokenizer import JOINERS, fold
+    from metis_lite.text.tokenizer import JOINERS, fold
 
     if letter_or_digit(c) or c in JOINERS:
         return False

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from metis_lite.base import Base
+from metis_lite.base.core import Base
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "handbook"

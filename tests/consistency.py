@@ -19,11 +19,11 @@ from pathlib import Path
 import numpy as np
 
 from metis_lite import parsing
-from metis_lite.chunking import chunk
 from metis_lite.errors import ParseError
 from metis_lite.models import registry
 from metis_lite.store import Store
-from metis_lite.tokenizer import fts_query, tokens
+from metis_lite.text.chunking import chunk
+from metis_lite.text.tokenizer import fts_query, tokens
 
 Expected = dict[tuple[str, str], list[str]]
 

@@ -44,8 +44,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import apsw  # noqa: E402
 
-from metis_lite import chunking, cli, connection, ingest, parsing, pipeline, store  # noqa: E402
+from metis_lite import cli, parsing, store
+from metis_lite.indexing import (
+    ingest,
+    pipeline,  # noqa: E402
+)
 from metis_lite.models import http  # noqa: E402
+from metis_lite.store import connection
+from metis_lite.text import chunking
 
 POINTS = (
     "parse",

@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from word_models import attach  # noqa: E402
 
-from metis_lite.base import Base  # noqa: E402
+from metis_lite.base.core import Base  # noqa: E402
 
 
 def main(path: str, seconds: float, models: str = "words") -> None:

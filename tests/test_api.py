@@ -27,12 +27,12 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from serving import Service, serve, served, stop
 
-from metis_lite.access import TOKENS_ENV
-from metis_lite.base import Base
+from metis_lite.base.core import Base
 from metis_lite.errors import InvalidRequest
 from metis_lite.http.messages import SearchBasesBody, SearchBody, decode
 from metis_lite.http.run import make_server
-from metis_lite.serialize import answer_to_json
+from metis_lite.service.access import TOKENS_ENV
+from metis_lite.service.serialize import answer_to_json
 
 TOKEN_ALL = "all-bases-token-0123456789abcdef"
 TOKEN_HANDBOOK = "handbook-only-token-0123456789ab"

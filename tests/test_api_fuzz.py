@@ -25,7 +25,7 @@ from schemathesis import GenerationMode  # noqa: E402
 from schemathesis.checks import not_a_server_error, positive_data_acceptance  # noqa: E402
 from serving import serve, stop  # noqa: E402
 
-from metis_lite.base import Base  # noqa: E402
+from metis_lite.base.core import Base  # noqa: E402
 
 BASES = ("handbook", "words", "team")
 SPEC_503 = {"EMBEDDING_MODEL_UNAVAILABLE"}

@@ -18,12 +18,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_keyword import bm25_oracle
 
-from metis_lite import bm25, keyword
-from metis_lite.base import Base
-from metis_lite.bm25 import WordIndex
+from metis_lite.base.core import Base
 from metis_lite.records import Chunk, Filters
+from metis_lite.retrieval import bm25, keyword
+from metis_lite.retrieval.bm25 import WordIndex
 from metis_lite.store import Store, filter_clause
-from metis_lite.tokenizer import fts_match, tokens
+from metis_lite.text.tokenizer import fts_match, tokens
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from conftest import words_only_base
 
-from metis_lite import base_models, connection
-from metis_lite.base import Base
-from metis_lite.multi import search_bases
-from metis_lite.store import Store
+from metis_lite.base import models as base_models
+from metis_lite.base.core import Base
+from metis_lite.base.multi import search_bases
+from metis_lite.store import Store, connection
 
 CALLS = 1_000
 WARM_UP = 100

@@ -9,10 +9,10 @@ import shutil
 from conftest import FIXTURES, words_only_base
 from word_models import WordsEmbedder
 
-from metis_lite import chunking
-from metis_lite.chunking import LONE_FRAGMENT_CHARS, RULES_VERSION, chunk
 from metis_lite.parsing import parse
 from metis_lite.records import Document
+from metis_lite.text import chunking
+from metis_lite.text.chunking import LONE_FRAGMENT_CHARS, RULES_VERSION, chunk
 
 UNCHANGED = """# Onboarding
 

@@ -10,8 +10,12 @@ from conftest import FIXTURES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from metis_lite.base import Base
-from metis_lite.chunking import (
+from metis_lite.base.core import Base
+from metis_lite.errors import InvalidRequest
+from metis_lite.parsing import parse
+from metis_lite.records import Document, Section
+from metis_lite.settings import CHUNK_CHARS
+from metis_lite.text.chunking import (
     BREAKS,
     CHUNK_CHARS_MAX,
     CHUNK_CHARS_MIN,
@@ -20,10 +24,6 @@ from metis_lite.chunking import (
     chunk,
     spans,
 )
-from metis_lite.errors import InvalidRequest
-from metis_lite.parsing import parse
-from metis_lite.records import Document, Section
-from metis_lite.settings import CHUNK_CHARS
 
 PROPERTIES = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

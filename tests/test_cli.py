@@ -14,7 +14,7 @@ import pytest
 from conftest import DEAD_EMBEDDING, ROOT
 
 from metis_lite import errors
-from metis_lite.base import Base
+from metis_lite.base.core import Base
 from metis_lite.cli import build_parser
 from metis_lite.cli.common import EXIT_CODES
 from metis_lite.cli.search import citation_text

@@ -28,9 +28,9 @@ import pytest
 from conftest import EXAMPLES, ROOT
 from webdriver import Browser, available
 
-from metis_lite.base import Base
-from metis_lite.publish import publish
-from metis_lite.tokenizer import tokens
+from metis_lite.base.core import Base
+from metis_lite.copies.publish import publish
+from metis_lite.text.tokenizer import tokens
 
 pytestmark = pytest.mark.skipif(
     not available(),

@@ -1,4 +1,4 @@
-"""Copying a base as one file (metis_lite.backup, `metis-lite copy`) while it is indexed and
+"""Copying a base as one file (metis_lite.copies.backup, `metis-lite copy`) while it is indexed and
 searched: the copy is consistent, self-contained, and opens and searches in another folder;
 a plain `cp` of the .db of a live base lacks the commits still in its -wal."""
 
@@ -17,9 +17,9 @@ import pytest
 from conftest import ROOT, words_only_base
 from consistency import check_consistent, content, expected_chunks
 
-from metis_lite import backup
-from metis_lite.backup import copy_base
-from metis_lite.base import Base
+from metis_lite.base.core import Base
+from metis_lite.copies import backup
+from metis_lite.copies.backup import copy_base
 from metis_lite.errors import InvalidRequest, NotABase, SchemaTooNew
 from metis_lite.settings import CHUNK_CHARS
 from metis_lite.store import SCHEMA_VERSION, Store

@@ -32,8 +32,8 @@ import pytest
 from conftest import EXAMPLES, ROOT
 from consistency import assert_same_content, check_consistent, content, expected_chunks
 
-from metis_lite import ingest
-from metis_lite.base import Base
+from metis_lite.base.core import Base
+from metis_lite.indexing import ingest
 
 MODEL = "multilingual-e5-small"
 """What the model server serves by default (its vectors are labelled so here)."""

@@ -8,8 +8,8 @@ import threading
 import numpy as np
 import pytest
 
-from metis_lite.dense import VectorIndex, top_n
 from metis_lite.records import Chunk, Filters
+from metis_lite.retrieval.dense import VectorIndex, top_n
 from metis_lite.store import Store
 
 DIM = 16

@@ -31,7 +31,7 @@ import httpx
 import pytest
 from conftest import ROOT, words_only_base
 
-from metis_lite.publish import publish
+from metis_lite.copies.publish import publish
 
 NGINX = shutil.which("nginx") or next(
     (p for p in ("/usr/sbin/nginx",) if os.access(p, os.X_OK)), None

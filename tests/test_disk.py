@@ -229,7 +229,7 @@ def test_a_live_base_on_a_read_only_mount_is_served_read_only(tmpfs, tmp_path):
     """`serve --read-only` of a base in WAL mode on a read-only file system, no -wal or -shm
     beside it: SQLite cannot make the -shm a WAL reader needs, so the file is read as it is
     (nothing can change it), as every other command reads it there."""
-    from metis_lite.base import Base
+    from metis_lite.base.core import Base
 
     base_file = tmpfs / "live.db"
     made = metis("index", base_file, corpus(tmp_path / "src", 3), *WORDS_ONLY)

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from metis_lite.documents import MEDIA_TYPES, read_document
 from metis_lite.errors import DocumentNotFound
+from metis_lite.store.document_file import MEDIA_TYPES, read_document
 from tests.conftest import words_only_base
 
 

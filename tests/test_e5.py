@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from metis_lite import cli
-from metis_lite.base import Base
+from metis_lite.base.core import Base
 from metis_lite.errors import InvalidRequest, ModelError
 from metis_lite.models import e5
 from metis_lite.models.embedded import EmbeddedEmbedder

@@ -109,7 +109,7 @@ def test_human_output_shows_escapes_and_json_keeps_the_text(hostile_base):
 
 def test_the_services_log_lines_are_escaped(capsys):
     """The service logs file names (a skipped file's reason) to an admin's terminal."""
-    from metis_lite.service import log_stderr
+    from metis_lite.service.bases import log_stderr
 
     log_stderr("skipped docs/\x1b]0;pwned\x07.md: no text")
     assert capsys.readouterr().err == "skipped docs/\\x1b]0;pwned\\x07.md: no text\n"

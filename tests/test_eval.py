@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from conftest import EXAMPLES, ROOT, words_only_base
 
-from metis_lite.base import Base
+from metis_lite.base.core import Base
 from metis_lite.cli import main
 from metis_lite.evaluation import beir, metrics
 from metis_lite.evaluation.runner import _Signal, evaluate, why

@@ -24,10 +24,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from metis_lite import ingest
-from metis_lite.base import Base
+from metis_lite.base.core import Base
 from metis_lite.errors import EmbeddingModelUnavailable
-from metis_lite.tokenizer import tokens
+from metis_lite.indexing import ingest
+from metis_lite.text.tokenizer import tokens
 
 DIMENSION = 32
 STALL_S = 3.0

@@ -9,9 +9,9 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from metis_lite.fusion import Candidates, deepened, fuse, relative, rrf
 from metis_lite.records import Hit
-from metis_lite.search import candidates
+from metis_lite.retrieval.fusion import Candidates, deepened, fuse, relative, rrf
+from metis_lite.retrieval.search import candidates
 
 PROPERTIES = settings(max_examples=150, deadline=None)
 

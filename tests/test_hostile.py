@@ -30,16 +30,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from made_pdfs import pdf_with_stream
 
-from metis_lite import parse_pool, parsing
-from metis_lite.base import Base
-from metis_lite.chunking import chunk
-from metis_lite.parse_pool import PDF_READERS_MAX, ParseJob
+from metis_lite import parsing
+from metis_lite.base.core import Base
+from metis_lite.indexing import parse_pool
+from metis_lite.indexing.parse_pool import PDF_READERS_MAX, ParseJob
 from metis_lite.parsing.pdf_worker import PDF_MEMORY_BUDGET
-from metis_lite.plain import plain_text
 from metis_lite.records import Filters
+from metis_lite.retrieval.snippet import ELLIPSIS
 from metis_lite.settings import CHUNK_CHARS, KINDS, MODES, SNIPPET_CHARS
-from metis_lite.snippet import ELLIPSIS
-from metis_lite.tokenizer import tokens
+from metis_lite.text.chunking import chunk
+from metis_lite.text.plain import plain_text
+from metis_lite.text.tokenizer import tokens
 
 WARNING_CODES = {
     "EMPTY_QUESTION",

@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, words_only_base
 
-from metis_lite import files, ingest
-from metis_lite.base import Base
+from metis_lite.base.core import Base
 from metis_lite.errors import InvalidRequest
+from metis_lite.indexing import ingest
+from metis_lite.store import files
 
 
 def write(folder: Path, name: str, text: str) -> Path:

@@ -31,7 +31,7 @@ import pytest
 from conftest import EXAMPLES, ROOT, words_only_base
 from serving import Service, serve, stop
 
-from metis_lite.base import Base
+from metis_lite.base.core import Base
 from metis_lite.http.run import make_server
 from metis_lite.http.server import MAX_CONNECTIONS_PER_CLIENT, Limits, Server
 from metis_lite.http.wire import Response

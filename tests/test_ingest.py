@@ -16,7 +16,7 @@ import apsw
 import pytest
 from conftest import EXAMPLES, FIXTURES, ROOT, words_only_base
 
-from metis_lite.base import Base
+from metis_lite.base.core import Base
 from metis_lite.errors import BaseBusy
 from metis_lite.store import IndexerLock, Store
 

@@ -1,4 +1,4 @@
-"""JSON-RPC lines read bounded (metis_lite.jsonrpc): lines cut whatever the chunks, a long one
+"""JSON-RPC lines read bounded (metis_lite.agents.jsonrpc): lines cut whatever the chunks, a long one
 said once and never held, and every message that cannot be read answered with the error a
 client reads — for its id when a request's id can be read. tests/test_mcp.py feeds the same to a
 real `metis-lite mcp` process."""
@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from metis_lite.jsonrpc import (
+from metis_lite.agents.jsonrpc import (
     INVALID_PARAMS,
     INVALID_REQUEST,
     PARSE_ERROR,

@@ -8,11 +8,11 @@ import random
 import pytest
 from conftest import add_passages
 
-from metis_lite import keyword
-from metis_lite.keyword import CONTEXT_WEIGHT, TEXT_WEIGHT
 from metis_lite.records import Chunk, Filters, QuestionWords
+from metis_lite.retrieval import keyword
+from metis_lite.retrieval.keyword import CONTEXT_WEIGHT, TEXT_WEIGHT
 from metis_lite.store import Store
-from metis_lite.tokenizer import tokens
+from metis_lite.text.tokenizer import tokens
 
 WORDS = "proxy configuração rede vacation days paid leave xid 79 po 2231 error gpu budget travel".split()
 

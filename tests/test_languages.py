@@ -18,9 +18,10 @@ from conftest import DEAD_EMBEDDING, EXAMPLES, ROOT
 from hypothesis import given
 from hypothesis import strategies as st
 
-from metis_lite import languages
-from metis_lite.base import Base
-from metis_lite.languages import (
+from metis_lite.base.core import Base
+from metis_lite.service.serialize import answer_to_json, status_to_json
+from metis_lite.text import languages
+from metis_lite.text.languages import (
     coverage_of,
     latin_language,
     mismatch,
@@ -28,8 +29,7 @@ from metis_lite.languages import (
     script_letters,
     script_shares,
 )
-from metis_lite.serialize import answer_to_json, status_to_json
-from metis_lite.tokenizer import tokens
+from metis_lite.text.tokenizer import tokens
 
 MINILM = "all-MiniLM-L6-v2"
 E5 = "multilingual-e5-small"

@@ -31,47 +31,28 @@ class Layer:
 
 
 LAYERS = (
-    Layer("leaves", ("", "errors", "records", "settings", "escapes", "unicode_tables")),
-    Layer(
-        "text",
-        (
-            "tokenizer",
-            "languages",
-            "chunking",
-            "snippet",
-            "plain",
-            "parsing",
-            "files",
-            "walk",
-            "parse_pool",
-        ),
-    ),
+    Layer("leaves", ("", "errors", "records", "settings", "escapes", "text.unicode_tables")),
+    Layer("text", ("text", "parsing")),
     Layer("models", ("models",)),
-    Layer("store", ("connection", "store", "spec", "backup", "publish", "documents")),
-    Layer("ranking", ("keyword", "bm25", "dense", "fusion"), independent=True),
+    Layer("store", ("store",)),
+    Layer("copies", ("copies",)),
+    Layer("indexing", ("indexing",)),
     Layer(
-        "flows",
-        (
-            "ingest",
-            "pipeline",
-            "search",
-            "memory",
-            "base",
-            "base_guards",
-            "base_models",
-            "base_status",
-            "multi",
-            "passages",
-            "evaluation",
-        ),
+        "ranking",
+        ("retrieval.keyword", "retrieval.bm25", "retrieval.dense", "retrieval.fusion"),
+        independent=True,
     ),
-    Layer("served", ("service", "copies", "serialize", "access", "agents", "jsonrpc")),
-    Layer("edges", ("http", "mcp_server"), independent=True),
+    Layer("retrieval", ("retrieval",)),
+    Layer("base", ("base",)),
+    Layer("evaluation", ("evaluation",)),
+    Layer("served", ("service", "agents")),
+    Layer("edges", ("http", "agents.mcp_server"), independent=True),
     Layer("entry points", ("cli", "__main__", "http.run", "http.__main__")),
 )
-"""From the bottom up. `""` is the package's face, metis_lite/__init__.py, which imports its
-names lazily (checked below); `http.run` starts the servers and hands the MCP transport to the
-routes, so it stands above the edges it joins."""
+"""From the bottom up, a package's modules in its package's layer unless a longer name places
+them (the ranking stages below the pipeline that runs them). `""` is the package's face,
+metis_lite/__init__.py, which imports its names lazily (checked below); `http.run` starts the
+servers and hands the MCP transport to the routes, so it stands above the edges it joins."""
 
 FACE = ""
 """metis_lite/__init__.py, of the leaves at run time (it holds __version__; its names load when
@@ -80,7 +61,7 @@ first used), checked on its own below."""
 NOT_PYTHON = {"console/"}
 """Folders of the package that hold no Python (the web page's files)."""
 
-LEAVES = ("errors", "records", "settings", "escapes", "unicode_tables")
+LEAVES = ("errors", "records", "settings", "escapes", "text.unicode_tables")
 ENTRY_POINTS_OF_CLI = ("cli", "__main__")
 
 
@@ -163,13 +144,23 @@ def layer_of(name: str) -> int:
     return where
 
 
-STAGE_OF = {"bm25": "keyword"}
+STAGE_OF = {"retrieval.bm25": "retrieval.keyword"}
 """Modules that are part of another's group: bm25.py is the words stage's index in memory."""
 
 
+def placed_as(name: str) -> str:
+    """The longest name in LAYERS that is the module or a package holding it."""
+    best = ""
+    for layer in LAYERS:
+        for placed in layer.modules:
+            if (placed == name or name.startswith(placed + ".")) and len(placed) > len(best):
+                best = placed
+    return best
+
+
 def group_of(name: str) -> str:
-    top = name.split(".")[0]
-    return STAGE_OF.get(top, top)
+    placed = placed_as(name)
+    return STAGE_OF.get(placed, placed)
 
 
 def test_every_module_has_a_layer():
@@ -280,31 +271,44 @@ def test_the_reader_sees_imports_in_functions_relative_imports_and_import_module
         "import json\n"
         "from metis_lite.errors import InvalidRequest\n"
         "from . import keyword\n"
-        "from .store import Store\n"
+        "from ..store import Store\n"
         "def later():\n"
         "    from metis_lite.cli import main\n"
         "    import metis_lite.http.run\n"
-        "    importlib.import_module('metis_lite.search')\n"
+        "    importlib.import_module('metis_lite.retrieval.search')\n"
     )
-    MODULES["_probe"] = tmp_path / "_probe.py"
-    MODULES["_probe"].write_text(source, encoding="utf-8")
+    MODULES["retrieval._probe"] = tmp_path / "_probe.py"
+    MODULES["retrieval._probe"].write_text(source, encoding="utf-8")
     try:
-        assert imports_of("_probe") == {"errors", "keyword", "store", "cli", "http.run", "search"}
+        assert imports_of("retrieval._probe") == {
+            "errors",
+            "retrieval.keyword",
+            "store",
+            "cli",
+            "http.run",
+            "retrieval.search",
+        }
     finally:
-        del MODULES["_probe"]
+        del MODULES["retrieval._probe"]
 
 
 def test_an_upward_import_and_a_circle_would_fail(monkeypatch):
-    """The rules above fail on a graph that breaks them: the store importing the CLI, and
-    search importing base, which imports search."""
+    """The rules above fail on a graph that breaks them: the store importing the CLI, a
+    ranking stage importing another, and the pipeline importing Base, which imports it."""
     monkeypatch.setitem(GRAPH, "store", GRAPH["store"] | {"cli"})
     with pytest.raises(AssertionError, match="imports upward"):
         test_imports_point_to_the_same_layer_or_below("store")
     with pytest.raises(AssertionError, match="imports the CLI"):
         test_nothing_imports_the_command_line()
     monkeypatch.undo()
-    monkeypatch.setitem(GRAPH, "search", GRAPH["search"] | {"base"})
-    test_imports_point_to_the_same_layer_or_below("search")  # one layer: only the circle is wrong
-    flows = {name: GRAPH[name] & {"search", "base", "ingest"} for name in ("search", "base")}
-    assert find_circle(flows) == ["base", "search", "base"]
+    monkeypatch.setitem(GRAPH, "retrieval.dense", GRAPH["retrieval.dense"] | {"retrieval.fusion"})
+    with pytest.raises(AssertionError, match="of its own layer"):
+        test_groups_of_an_independent_layer_do_not_import_one_another()
+    monkeypatch.undo()
+    search, base = "retrieval.search", "base.core"
+    monkeypatch.setitem(GRAPH, search, GRAPH[search] | {base})
+    with pytest.raises(AssertionError, match="imports upward"):
+        test_imports_point_to_the_same_layer_or_below(search)
+    flows = {name: GRAPH[name] & {search, base, "indexing.ingest"} for name in (search, base)}
+    assert find_circle(flows) == [base, search, base]
     assert find_circle({"a": {"b"}, "b": {"c"}, "c": set(), "d": {"a"}}) is None

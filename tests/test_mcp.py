@@ -31,8 +31,9 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from metis_lite import mcp_server, passages
-from metis_lite.base import Base
+from metis_lite.agents import mcp_server
+from metis_lite.base import passages
+from metis_lite.base.core import Base
 from metis_lite.errors import InvalidRequest
 from metis_lite.records import Citation, Filters
 

@@ -9,11 +9,11 @@ import pytest
 from conftest import words_only_base
 from test_rerank import RerankServer
 
-from metis_lite.backup import copy_base
-from metis_lite.base import Base
-from metis_lite.connection import APPLICATION_ID
+from metis_lite.base.core import Base
+from metis_lite.copies.backup import copy_base
 from metis_lite.errors import InvalidRequest
 from metis_lite.records import Filters
+from metis_lite.store.connection import APPLICATION_ID
 
 TIMELINE = [
     # (text, stated_at, subject, key)

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from conftest import EXAMPLES, ROOT
 
-from metis_lite.base import Base
+from metis_lite.base.core import Base
 from metis_lite.errors import (
     EmbeddingModelUnavailable,
     InvalidRequest,

@@ -19,18 +19,19 @@ from serving import served
 from word_models import WordsEmbedder
 
 import metis_lite
-from metis_lite import MultiAnswer, multi, search_bases
-from metis_lite import search as search_module
-from metis_lite.agents import TOOLS, Agent
-from metis_lite.backup import copy_base
-from metis_lite.base import Base
+from metis_lite import MultiAnswer, search_bases
+from metis_lite.agents.tools import TOOLS, Agent
+from metis_lite.base import multi
+from metis_lite.base.core import Base
+from metis_lite.copies.backup import copy_base
 from metis_lite.errors import EmbeddingModelUnavailable, InvalidRequest
 from metis_lite.evaluation import beir, metrics
 from metis_lite.evaluation.runner import _items_by_chunk, resolve
 from metis_lite.evaluation.sets import EvalSet, read_jsonl
-from metis_lite.fusion import deepened
-from metis_lite.search import bounded_question
-from metis_lite.serialize import multi_answer_to_json
+from metis_lite.retrieval import search as search_module
+from metis_lite.retrieval.fusion import deepened
+from metis_lite.retrieval.search import bounded_question
+from metis_lite.service.serialize import multi_answer_to_json
 from metis_lite.settings import QUESTION_WORDS_MAX
 
 FAQUAD = FIXTURES / "eval" / "faquad_pt"  # CC BY 4.0: SOURCE.md

@@ -39,7 +39,7 @@ from metis_lite.parsing.docx import MAX_PART_BYTES
 from metis_lite.parsing.pdf import page_text
 from metis_lite.records import Document, Section
 from metis_lite.settings import KINDS
-from metis_lite.tokenizer import tokens
+from metis_lite.text.tokenizer import tokens
 
 ROOT = Path(__file__).resolve().parent.parent
 HANDBOOK = ROOT / "examples" / "handbook"

@@ -23,12 +23,12 @@ import numpy as np
 import pytest
 from conftest import EXAMPLES, ROOT, words_only_base
 
-from metis_lite import ingest, parse_pool
-from metis_lite.base import Base
-from metis_lite.connection import IndexerLock
+from metis_lite.base.core import Base
 from metis_lite.errors import InvalidRequest
+from metis_lite.indexing import ingest, parse_pool
 from metis_lite.models import embedded
 from metis_lite.store import Store
+from metis_lite.store.connection import IndexerLock
 
 RUNNER = Path(__file__).resolve().parent / "crash_runner.py"
 CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
@@ -153,7 +153,7 @@ def test_a_worker_that_dies_costs_only_the_file_it_held(tmp_path, monkeypatch):
 
     def dying_boot(*args: object) -> str:
         return real_boot(*args).replace(
-            "from metis_lite.parse_pool import serve",
+            "from metis_lite.indexing.parse_pool import serve",
             "import os, signal\n"
             "from metis_lite import parsing\n"
             "real_parse = parsing.parse\n"
@@ -162,7 +162,7 @@ def test_a_worker_that_dies_costs_only_the_file_it_held(tmp_path, monkeypatch):
             "        os.kill(os.getpid(), signal.SIGKILL)\n"
             "    return real_parse(path, **kwargs)\n"
             "parsing.parse = parse\n"
-            "from metis_lite.parse_pool import serve",
+            "from metis_lite.indexing.parse_pool import serve",
         )
 
     monkeypatch.setattr(parse_pool, "_boot", dying_boot)

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from metis_lite.chunking import CHUNK_CHARS_MAX
-from metis_lite.plain import BULLET, CELL_SEPARATOR, markdown_text, plain_text
+from metis_lite.text.chunking import CHUNK_CHARS_MAX
+from metis_lite.text.plain import BULLET, CELL_SEPARATOR, markdown_text, plain_text
 
 PROPERTIES = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-from metis_lite.base import Base
+from metis_lite.base.core import Base
 from metis_lite.cli.progress import IndexProgress
 
 RUNNER = Path(__file__).resolve().parent / "crash_runner.py"

@@ -96,7 +96,7 @@ def test_the_package_is_typed_for_its_users(tmp_path):
         timeout=300,
     )
     assert done.returncode == 0, done.stdout
-    assert '-> metis_lite.base.Base"' in done.stdout
+    assert '-> metis_lite.base.core.Base"' in done.stdout
     assert "metis_lite.records.Filters" in done.stdout and "MultiAnswer" in done.stdout
     assert '"Any"' not in done.stdout
 

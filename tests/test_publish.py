@@ -1,4 +1,4 @@
-"""Publishing a base for read-only readers (metis_lite.publish, `metis-lite publish`): a copy put
+"""Publishing a base for read-only readers (metis_lite.copies.publish, `metis-lite publish`): a copy put
 in place by one rename, consistent while its base is indexed, marked and read-only, never
 written by any metis-lite command, and refused where a rename would lose something."""
 
@@ -21,10 +21,10 @@ from conftest import ROOT, words_only_base
 from consistency import check_consistent, expected_chunks
 from test_copy import corpus
 
-from metis_lite.backup import copy_base
-from metis_lite.base import Base
+from metis_lite.base.core import Base
+from metis_lite.copies.backup import copy_base
+from metis_lite.copies.publish import file_state, open_copy, publish
 from metis_lite.errors import BaseDamaged, BaseReadOnly, InvalidRequest
-from metis_lite.publish import file_state, open_copy, publish
 from metis_lite.settings import CHUNK_CHARS
 from metis_lite.store import Store
 

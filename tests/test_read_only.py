@@ -23,10 +23,10 @@ from conftest import ROOT, words_only_base
 from serving import serve, stop
 from word_models import WordsEmbedder
 
-from metis_lite.base import Base
+from metis_lite.base.core import Base
+from metis_lite.copies.publish import publish
 from metis_lite.errors import BaseReadOnly, InvalidRequest
-from metis_lite.publish import publish
-from metis_lite.service import SearchRequest, Service, open_bases
+from metis_lite.service.bases import SearchRequest, Service, open_bases
 from metis_lite.store import Store
 
 http = httpx.Client(timeout=60)
@@ -268,8 +268,8 @@ def test_a_new_copy_is_served_between_requests_and_the_old_closed_after_its_last
 def test_an_mcp_search_past_its_answer_deadline_holds_its_copy_until_it_ends(tmp_path):
     """/mcp answers 503 once its deadline passes, and the request's own hold ends then; the
     tool call's thread still searches the old copy, which must stay open until it is done."""
-    from metis_lite.copies import WATCH_S
-    from metis_lite.mcp_server import McpHttp
+    from metis_lite.agents.mcp_server import McpHttp
+    from metis_lite.service.follow import WATCH_S
 
     live = live_base(tmp_path, "alpha words here", "beta words there", vectors=True)
     dest = tmp_path / "pub.db"

@@ -10,8 +10,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from metis_lite.base import Base
-from metis_lite.multi import search_bases
+from metis_lite.base.core import Base
+from metis_lite.base.multi import search_bases
 from metis_lite.records import Filters
 
 

@@ -17,13 +17,13 @@ import numpy as np
 import pytest
 from conftest import FIXTURES, ROOT, add_passages
 
-from metis_lite import keyword
-from metis_lite.base import Base
-from metis_lite.dense import VectorIndex
+from metis_lite.base.core import Base
 from metis_lite.errors import EmbeddingModelUnavailable, InvalidRequest
 from metis_lite.records import Filters
-from metis_lite.search import SearchContext, candidates, rerank_count, search
-from metis_lite.serialize import answer_to_json
+from metis_lite.retrieval import keyword
+from metis_lite.retrieval.dense import VectorIndex
+from metis_lite.retrieval.search import SearchContext, candidates, rerank_count, search
+from metis_lite.service.serialize import answer_to_json
 from metis_lite.settings import RRF_K
 from metis_lite.store import Store
 

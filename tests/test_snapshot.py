@@ -22,7 +22,7 @@ from serving import serve, stop
 from test_faults import FaultyModel
 from word_models import WordsEmbedder, attach
 
-from metis_lite.base import Base
+from metis_lite.base.core import Base
 from metis_lite.store import Store
 
 CHURN_S = 4.0

@@ -13,9 +13,7 @@ from hypothesis import strategies as st
 
 from metis_lite.errors import InvalidRequest
 from metis_lite.records import QuestionWords, WordMatch
-from metis_lite.serialize import answer_to_json
-from metis_lite.settings import COMMON_WORD_SHARE, SNIPPET_CHARS
-from metis_lite.snippet import (
+from metis_lite.retrieval.snippet import (
     ELLIPSIS,
     SNIPPET_CHARS_MIN,
     held,
@@ -25,7 +23,9 @@ from metis_lite.snippet import (
     snippet,
     word_matches,
 )
-from metis_lite.tokenizer import token_spans, tokens
+from metis_lite.service.serialize import answer_to_json
+from metis_lite.settings import COMMON_WORD_SHARE, SNIPPET_CHARS
+from metis_lite.text.tokenizer import token_spans, tokens
 
 PROPERTIES = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, words_only_base
 
-from metis_lite.base import Base
+from metis_lite.base.core import Base
 from metis_lite.errors import BaseBusy, InvalidRequest, SourceNotFound, SourceOverlap
 from metis_lite.store import IndexerLock, Store
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from conftest import DEAD_EMBEDDING, words_only_base
 
-from metis_lite import ingest
-from metis_lite.base import Base
+from metis_lite.base.core import Base
 from metis_lite.errors import SchemaTooNew, SpecInvalid
-from metis_lite.spec import SPEC_VERSION, BaseSpec, parse_spec
+from metis_lite.indexing import ingest
 from metis_lite.store import Store
+from metis_lite.store.spec import SPEC_VERSION, BaseSpec, parse_spec
 
 
 def write(folder: Path, name: str, text: str) -> Path:

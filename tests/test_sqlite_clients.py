@@ -30,7 +30,7 @@ import pytest
 from conftest import DEAD_EMBEDDING, ROOT, words_only_base
 from serving import Service, serve, stop
 
-from metis_lite.base import Base
+from metis_lite.base.core import Base
 from metis_lite.store import Store
 
 SQLITE3 = shutil.which("sqlite3")

@@ -13,11 +13,12 @@ import numpy as np
 import pytest
 from conftest import ROOT, words_only_base
 
-from metis_lite import connection, keyword, tokenizer
-from metis_lite.base import Base
+from metis_lite.base.core import Base
 from metis_lite.errors import BaseBusy, NotABase, SchemaTooNew, StoreError
 from metis_lite.records import Chunk
-from metis_lite.store import SCHEMA_VERSION, IndexerLock, Store
+from metis_lite.retrieval import keyword
+from metis_lite.store import SCHEMA_VERSION, IndexerLock, Store, connection
+from metis_lite.text import tokenizer
 
 
 def make(tmp_path):

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from metis_lite import tokenizer, unicode_tables
-from metis_lite.tokenizer import TOKENIZE, fold, fts_query, token_spans, tokens
+from metis_lite.text import tokenizer, unicode_tables
+from metis_lite.text.tokenizer import TOKENIZE, fold, fts_query, token_spans, tokens
 
 
 def test_lower_case_and_accents_folded():
@@ -142,7 +142,7 @@ def test_thai_and_other_scripts_without_spaces_become_bigrams_of_letters_with_th
 def test_a_thai_word_finds_the_sentences_that_hold_it(tmp_path):
     from conftest import add_passages
 
-    from metis_lite import keyword
+    from metis_lite.retrieval import keyword
     from metis_lite.store import Store
 
     passages = [

@@ -15,11 +15,11 @@ import httpx
 import pytest
 from conftest import ROOT, words_only_base
 
-from metis_lite import connection
-from metis_lite.base import Base
+from metis_lite.base.core import Base
 from metis_lite.errors import BaseBusy, DiskFull, InvalidRequest
 from metis_lite.evaluation import saved
 from metis_lite.evaluation.sets import EvalSet, Expected, Question
+from metis_lite.store import connection
 
 WRITERS = 30
 

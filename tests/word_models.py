@@ -10,8 +10,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from metis_lite.base import Base
-from metis_lite.tokenizer import tokens
+from metis_lite.base.core import Base
+from metis_lite.text.tokenizer import tokens
 
 DIMENSION = 64
 

@@ -10,7 +10,7 @@ from metis_lite.cli.common import add_command, print_json, say, warn
 
 
 def add_parser(commands: Any) -> None:
-    from metis_lite import backup
+    from metis_lite.copies import backup
 
     copy = add_command(
         commands,
@@ -49,8 +49,8 @@ def add_parser(commands: Any) -> None:
 
 
 def run_publish(args: argparse.Namespace) -> int:
-    from metis_lite.publish import publish
-    from metis_lite.serialize import published_to_json
+    from metis_lite.copies.publish import publish
+    from metis_lite.service.serialize import published_to_json
 
     done = publish(args.base, args.dest)
     if args.json:

@@ -77,7 +77,7 @@ def named_base(args: argparse.Namespace) -> str | None:
 
 def run(args: argparse.Namespace) -> int:
     """Run `eval`, `eval save` or `eval run` from parsed arguments; returns the exit code."""
-    from metis_lite.base import Base
+    from metis_lite.base.core import Base
     from metis_lite.evaluation import beir
     from metis_lite.evaluation.bases import BaseChoice, open_beir_base
     from metis_lite.evaluation.report import to_json
@@ -124,7 +124,7 @@ def _read_file(path: Path) -> Any:
 
 
 def _save(args: argparse.Namespace, base_path: str, name: str, evalset_path: str) -> int:
-    from metis_lite.base import Base
+    from metis_lite.base.core import Base
     from metis_lite.evaluation import beir, saved
     from metis_lite.evaluation.report import counted
     from metis_lite.evaluation.runner import resolve
@@ -170,7 +170,7 @@ def _save(args: argparse.Namespace, base_path: str, name: str, evalset_path: str
 
 
 def _run_saved(args: argparse.Namespace, base_path: str, name: str) -> int:
-    from metis_lite.base import Base
+    from metis_lite.base.core import Base
     from metis_lite.evaluation import saved
     from metis_lite.evaluation.bases import BaseChoice
     from metis_lite.evaluation.report import to_json

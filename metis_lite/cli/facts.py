@@ -70,8 +70,8 @@ def add_parser(commands: Any) -> None:
 
 
 def run_remember(args: argparse.Namespace) -> int:
-    from metis_lite.base import Base
-    from metis_lite.serialize import fact_to_json
+    from metis_lite.base.core import Base
+    from metis_lite.service.serialize import fact_to_json
 
     with Base.open(args.base) as base:
         fact = base.remember(
@@ -104,8 +104,8 @@ def run_remember(args: argparse.Namespace) -> int:
 
 
 def run_facts(args: argparse.Namespace) -> int:
-    from metis_lite.base import Base
-    from metis_lite.serialize import facts_page_to_json
+    from metis_lite.base.core import Base
+    from metis_lite.service.serialize import facts_page_to_json
 
     with Base.open(args.base) as base:
         facts, total = base.facts(offset=args.offset, limit=args.limit)

@@ -91,9 +91,9 @@ def add_parser(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from metis_lite.base import Base
-    from metis_lite.ingest import check_workers
-    from metis_lite.serialize import report_to_json
+    from metis_lite.base.core import Base
+    from metis_lite.indexing.ingest import check_workers
+    from metis_lite.service.serialize import report_to_json
 
     path = Path(args.base)
     embedding = model_spec(args, "embedding")

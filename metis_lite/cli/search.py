@@ -71,8 +71,8 @@ def add_parser(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from metis_lite.base import Base
-    from metis_lite.serialize import answer_to_json
+    from metis_lite.base.core import Base
+    from metis_lite.service.serialize import answer_to_json
 
     filters = Filters(
         path_prefix=args.prefix, kinds=tuple(args.kind or ()), sources=tuple(args.source or ())

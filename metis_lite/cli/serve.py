@@ -3,7 +3,7 @@ HTTP), `mcp` (bases to agents over MCP on stdin and stdout).
 
 The HTTP servers are built and run by metis_lite/http/run.py (their flags too, shared with
 `python -m metis_lite.http`); MCP's protocol and its bounded transport over two descriptors are
-metis_lite/mcp_server.py, which needs the extra `mcp`. This module wires them as commands, and
+metis_lite/agents/mcp_server.py, which needs the extra `mcp`. This module wires them as commands, and
 for `mcp` claims stdin and stdout for the protocol and runs the event loop.
 """
 
@@ -90,7 +90,7 @@ def add_parser(commands: Any) -> None:
 def run_mcp(args: argparse.Namespace) -> int:
     """Serve until the client closes stdin; 2 without the MCP SDK (the extra `mcp`)."""
     try:
-        from metis_lite import mcp_server
+        from metis_lite.agents import mcp_server
     except ModuleNotFoundError as exc:
         if (exc.name or "").startswith("metis_lite"):
             raise
@@ -102,8 +102,8 @@ def run_mcp(args: argparse.Namespace) -> int:
         return EXIT_USAGE  # a missing extra is bad usage
     import anyio  # the SDK's, there with it
 
-    from metis_lite.agents import Agent
-    from metis_lite.service import open_bases
+    from metis_lite.agents.tools import Agent
+    from metis_lite.service.bases import open_bases
 
     bases = open_bases(args.bases)
     agent = Agent(bases)

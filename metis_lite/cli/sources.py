@@ -44,8 +44,8 @@ def add_parser(commands: Any) -> None:
 
 
 def run_status(args: argparse.Namespace) -> int:
-    from metis_lite.base import Base
-    from metis_lite.serialize import status_to_json
+    from metis_lite.base.core import Base
+    from metis_lite.service.serialize import status_to_json
 
     with Base.open(args.base) as base:
         status = base.status()
@@ -89,8 +89,8 @@ def run_status(args: argparse.Namespace) -> int:
 
 
 def run_sources(args: argparse.Namespace) -> int:
-    from metis_lite.base import Base
-    from metis_lite.serialize import source_to_json
+    from metis_lite.base.core import Base
+    from metis_lite.service.serialize import source_to_json
 
     with Base.open(args.base) as base:
         if args.remove is not None:

@@ -20,7 +20,7 @@ export function el(tag, options = {}, ...children) {
   return node;
 }
 
-// -- Words, as the words index reads them (mirrors metis_lite/tokenizer.py, word rules 2) -----
+// -- Words, as the words index reads them (mirrors metis_lite/text/tokenizer.py, word rules 2) -----
 //
 // A word is a run of letters and digits with the marks written on them, compared folded. Runs of
 // scripts written without spaces (Han, Kana, Hangul, Thai, Lao, Khmer, Myanmar) are cut into

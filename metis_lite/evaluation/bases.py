@@ -17,10 +17,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from metis_lite.base import Base
+from metis_lite.base.core import Base
 from metis_lite.errors import InvalidRequest
 from metis_lite.evaluation import beir
-from metis_lite.ingest import Progress
+from metis_lite.indexing.ingest import Progress
 from metis_lite.records import MetisWarning
 
 SPEC_KEY = "eval_corpus"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from metis_lite.base import Base
+from metis_lite.base.core import Base
 from metis_lite.escapes import escape_controls
 from metis_lite.evaluation import saved
 from metis_lite.evaluation.bases import BaseChoice

@@ -28,14 +28,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
 
-from metis_lite.base import Base
+from metis_lite.base.core import Base
 from metis_lite.errors import InvalidRequest, ModelError
 from metis_lite.evaluation import metrics
 from metis_lite.evaluation.metrics import Judged
 from metis_lite.evaluation.sets import EXPECTED_NOT_IN_BASE, EvalSet, Expected
 from metis_lite.evaluation.why import why_it_came_up
 from metis_lite.records import Answer, MetisWarning, WordMatch
-from metis_lite.search import candidates
+from metis_lite.retrieval.search import candidates
 from metis_lite.settings import FUSIONS, MODES, TOP_K, TOP_K_MAX
 
 DEEP_K = 100

@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from metis_lite.base import Base
+from metis_lite.base.core import Base
 from metis_lite.errors import InvalidRequest
 from metis_lite.evaluation.sets import EvalSet, parse_items
 from metis_lite.models import registry

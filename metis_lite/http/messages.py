@@ -17,9 +17,9 @@ from typing import Annotated, Any, Literal, TypeVar
 import msgspec
 
 from metis_lite.errors import InvalidRequest
-from metis_lite.memory import FACT_TEXT_MAX
 from metis_lite.records import Filters
-from metis_lite.service import SearchRequest
+from metis_lite.retrieval.memory import FACT_TEXT_MAX
+from metis_lite.service.bases import SearchRequest
 from metis_lite.settings import TOP_K, TOP_K_MAX
 
 Mode = Literal["hybrid", "dense", "keyword"]

@@ -49,7 +49,6 @@ from typing import Any
 
 import numpy as np
 
-from metis_lite.access import host_is_loopback_name
 from metis_lite.errors import MetisError, ModelAnswerInvalid
 from metis_lite.http.server import Limits
 from metis_lite.http.wire import (
@@ -62,6 +61,7 @@ from metis_lite.http.wire import (
     check_same_origin,
 )
 from metis_lite.models.base import Embedder, Reranker
+from metis_lite.service.access import host_is_loopback_name
 
 MAX_REQUEST_BYTES = 2 * 1024 * 1024
 """A request body larger than this is refused with 413 before it is read: TEI's own default

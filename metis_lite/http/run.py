@@ -67,7 +67,7 @@ def make_server(
     """Check the access rules, bind (port 0: any free port), open the bases and start their
     indexers (`read_only`: none; each base's path is followed to its newest published copy
     instead); the caller runs `serve_forever()` and finally `close()`."""
-    from metis_lite.access import check_binding, load_tokens
+    from metis_lite.service.access import check_binding, load_tokens
 
     tokens = load_tokens(tokens_file, os.environ if environ is None else environ)
     check_binding(host, tokens)
@@ -80,7 +80,7 @@ def make_server(
         if not low <= value <= high:
             raise InvalidRequest(f"{label} must be from {low:g} to {high:g}")
     from metis_lite.http.service_routes import CONSOLE_DIR, ServiceApp
-    from metis_lite.service import Service, log_stderr, open_bases
+    from metis_lite.service.bases import Service, log_stderr, open_bases
 
     log = log or log_stderr
     limits = Limits(workers=workers, queue_size=queue_size, request_timeout_s=request_timeout_s)
@@ -126,7 +126,7 @@ def _mcp_http(bases: Mapping[str, Any], hold: Any) -> Any:
     """The MCP transport at /mcp, made on its first request: the SDK is the extra `mcp`
     (ImportError without it), and the routes are handed this rather than importing it. `hold`
     keeps a read-only service's copies open for each tool call to its end."""
-    from metis_lite.mcp_server import McpHttp
+    from metis_lite.agents.mcp_server import McpHttp
 
     return McpHttp(bases, hold=hold)
 
@@ -281,8 +281,8 @@ def make_model_server(
     verbose: bool = False,
 ) -> Server:
     """A bound, not yet serving, model server (port 0 picks a free port: see `.url`)."""
-    from metis_lite.access import is_loopback
     from metis_lite.http.model_routes import LIMITS, ModelApp, ModelService
+    from metis_lite.service.access import is_loopback
 
     app = ModelApp(ModelService(embedder, reranker), loopback=is_loopback(host))
     return Server(app, (host, port), limits=LIMITS, access_log=verbose)
@@ -325,9 +325,9 @@ def run_models_from_args(args: argparse.Namespace) -> int:
     """Bind first (a busy port is said at once), then load the models, then serve."""
 
     def start() -> Server:
-        from metis_lite.access import is_loopback
         from metis_lite.http.model_routes import LIMITS, ModelApp, ModelService
         from metis_lite.models import registry
+        from metis_lite.service.access import is_loopback
 
         app = ModelApp(None, loopback=is_loopback(args.host))
         server = Server(

@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 from metis_lite import __version__
-from metis_lite.access import ALL_BASES, OPEN, Grant, Tokens, host_is_loopback_name, may
 from metis_lite.errors import AccessError, BaseNotFound, Forbidden, MetisError
 from metis_lite.http.messages import (
     FactBody,
@@ -55,7 +54,9 @@ from metis_lite.http.wire import (
     error_body,
     segment,
 )
-from metis_lite.serialize import (
+from metis_lite.service.access import ALL_BASES, OPEN, Grant, Tokens, host_is_loopback_name, may
+from metis_lite.service.bases import Service
+from metis_lite.service.serialize import (
     answer_to_json,
     fact_to_json,
     facts_page_to_json,
@@ -65,7 +66,6 @@ from metis_lite.serialize import (
     status_to_json,
     unavailable_to_json,
 )
-from metis_lite.service import Service
 
 CONSOLE_DIR = Path(__file__).resolve().parent.parent / "console"
 
@@ -280,7 +280,7 @@ class ServiceApp:
     def document(
         self, request: Request, grant: Grant, name: str, source: str, path: str
     ) -> Response:
-        from metis_lite.documents import read_document
+        from metis_lite.store.document_file import read_document
 
         self._base(grant, name)
         with self.service.base(name).reading() as store:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 
-from metis_lite.connection import IndexerLock, connect
+from metis_lite.store.connection import IndexerLock, connect
 from metis_lite.store.core import BUSY_RETRY_S, StoreCore, now_iso
 from metis_lite.store.documents import DocumentsMixin, StoredDocument
 from metis_lite.store.facts import FactsMixin

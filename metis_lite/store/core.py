@@ -19,8 +19,8 @@ from typing import Any
 
 import apsw
 
-from metis_lite import connection as policy
 from metis_lite.errors import BaseBusy, BaseDamaged, StoreError
+from metis_lite.store import connection as policy
 
 BUSY_RETRY_S = (0.005, 0.05)
 """A write refused at once (a stale snapshot, a WAL being recovered: SQLite calls no busy

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import apsw
 
-from metis_lite import chunking, tokenizer
-from metis_lite import connection as policy
 from metis_lite.errors import BaseReadOnly, NotABase, SchemaTooNew, StoreError
+from metis_lite.store import connection as policy
 from metis_lite.store.core import StoreCore, now_iso, one
+from metis_lite.text import chunking, tokenizer
 
 SCHEMA_VERSION = 2
 """2: the words index is declared with its word rules (`tokenize='metis 2'`). A base of version

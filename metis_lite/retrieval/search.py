@@ -26,14 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from metis_lite import keyword
-from metis_lite.bm25 import WordIndex
-from metis_lite.chunking import CHUNKS_OUTDATED
-from metis_lite.dense import VectorIndex
 from metis_lite.errors import EmbeddingModelUnavailable, InvalidRequest, ModelError
-from metis_lite.fusion import Candidates, deepened
 from metis_lite.models.base import Embedder, Reranker
-from metis_lite.plain import plain_text
 from metis_lite.records import (
     Answer,
     Citation,
@@ -47,6 +41,11 @@ from metis_lite.records import (
     Took,
     contextualize,
 )
+from metis_lite.retrieval import keyword
+from metis_lite.retrieval.bm25 import WordIndex
+from metis_lite.retrieval.dense import VectorIndex
+from metis_lite.retrieval.fusion import Candidates, deepened
+from metis_lite.retrieval.snippet import snippet, word_matches
 from metis_lite.settings import (
     CANDIDATES_MIN,
     CANDIDATES_PER_RESULT,
@@ -62,9 +61,10 @@ from metis_lite.settings import (
     TOP_K,
     TOP_K_MAX,
 )
-from metis_lite.snippet import snippet, word_matches
 from metis_lite.store import ChunkRow, IndexerLock, Store
-from metis_lite.tokenizer import VERSION, token_spans
+from metis_lite.text.chunking import CHUNKS_OUTDATED
+from metis_lite.text.plain import plain_text
+from metis_lite.text.tokenizer import VERSION, token_spans
 
 MemoryOrder = Callable[[Store, list[Hit]], list[Hit]]
 """Step 6's seam: reorders a memory's results (facts that hold first); identity elsewhere."""

@@ -12,15 +12,15 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from metis_lite.base import BaseStatus
-from metis_lite.copies import BaseHealth
+from metis_lite.base.core import BaseStatus
+from metis_lite.copies.publish import Published
 from metis_lite.errors import MetisError
-from metis_lite.ingest import IndexReport
-from metis_lite.publish import Published
+from metis_lite.indexing.ingest import IndexReport
 from metis_lite.records import Answer, Fact, Result, SourceInfo, Took
+from metis_lite.service.follow import BaseHealth
 
 if TYPE_CHECKING:
-    from metis_lite.multi import MultiAnswer
+    from metis_lite.base.multi import MultiAnswer
 
 SCORE_DIGITS = 6
 

@@ -12,8 +12,8 @@ from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
 import apsw
 
-from metis_lite import connection
 from metis_lite.errors import BaseDamaged, BaseReadOnly
+from metis_lite.store import connection
 from metis_lite.store.pool import StorePool
 
 

@@ -39,7 +39,7 @@ import numpy as np
 from metis_lite.records import Hit
 from metis_lite.settings import CONTEXT_WEIGHT, MIN_IDF, TEXT_WEIGHT
 from metis_lite.store import Store
-from metis_lite.tokenizer import TEXT_END, words_of
+from metis_lite.text.tokenizer import TEXT_END, words_of
 
 K1 = 1.2
 B = 0.75

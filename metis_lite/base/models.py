@@ -21,8 +21,8 @@ from contextlib import AbstractContextManager
 from metis_lite.models import registry
 from metis_lite.models.base import Embedder, Reranker
 from metis_lite.models.prefixes import prefixes_for
-from metis_lite.spec import BaseSpec
 from metis_lite.store import Store
+from metis_lite.store.spec import BaseSpec
 
 COUNT_FLUSH_S = 5.0
 """Search counts are written at most this often (and when the base closes), not per search;

@@ -25,7 +25,6 @@ from urllib.parse import quote
 
 import apsw
 
-from metis_lite import files, tokenizer
 from metis_lite.errors import (
     BaseBusy,
     BaseDamaged,
@@ -35,6 +34,8 @@ from metis_lite.errors import (
     NotABase,
     StoreError,
 )
+from metis_lite.store import files
+from metis_lite.text import tokenizer
 
 BUSY_TIMEOUT_MS = 5_000
 """How long a statement waits for another connection's write to end before failing; a write

@@ -48,11 +48,12 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from metis_lite import chunking, parsing, tokenizer
+from metis_lite import parsing
 from metis_lite.errors import ParseError
 from metis_lite.parsing import pdf
 from metis_lite.parsing.pdf_worker import PDF_MEMORY_BUDGET, PDF_MEMORY_MIN
 from metis_lite.records import Chunk
+from metis_lite.text import chunking, tokenizer
 
 READY = b"ready"
 """What a worker says once it has started, before its first job."""
@@ -362,7 +363,7 @@ def _boot(package_root: str, jobs: int, results: int, pdf_memory: int) -> str:
         "    import metis_lite\n"
         "finally:\n"
         f"    sys.path.remove({package_root!r})\n"
-        "from metis_lite.parse_pool import serve\n"
+        "from metis_lite.indexing.parse_pool import serve\n"
         f"serve({jobs}, {results}, {pdf_memory})\n"
     )
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from metis_lite.errors import DocumentNotFound
-from metis_lite.files import Unreadable, open_inside, read_all
 from metis_lite.store import Store
+from metis_lite.store.files import Unreadable, open_inside, read_all
 
 MAX_DOCUMENT_BYTES = 64 * 1024 * 1024
 """The largest file served back; larger ones are refused (the reader can open it from disk)."""

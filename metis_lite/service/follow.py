@@ -31,9 +31,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from metis_lite.base import Base
+from metis_lite.base.core import Base
+from metis_lite.copies.publish import Copy, FileState, file_state
 from metis_lite.errors import MetisError, StoreError
-from metis_lite.publish import Copy, FileState, file_state
 
 WATCH_S = 0.5
 """How often each served path is looked at (one stat): a new copy is served within this long

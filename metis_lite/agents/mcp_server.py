@@ -61,11 +61,13 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
-from metis_lite import __version__, agents, passages
-from metis_lite.agents import Agent, Hold, Scope
-from metis_lite.base import Base
+from metis_lite import __version__
+from metis_lite.agents import tools as agents
+from metis_lite.agents.jsonrpc import INVALID_REQUEST, LineFramer, Refusal, read_message, request_id
+from metis_lite.agents.tools import Agent, Hold, Scope
+from metis_lite.base import passages
+from metis_lite.base.core import Base
 from metis_lite.errors import InvalidRequest, MetisError
-from metis_lite.jsonrpc import INVALID_REQUEST, LineFramer, Refusal, read_message, request_id
 from metis_lite.settings import MODEL_DEADLINE_S, REQUEST_BODY_MAX_BYTES
 
 INSTRUCTIONS = (

@@ -29,10 +29,10 @@ from pathlib import Path
 
 import apsw
 
-from metis_lite.backup import SIDE_FILES, snapshot_into
-from metis_lite.connection import damage
+from metis_lite.copies.backup import SIDE_FILES, snapshot_into
 from metis_lite.errors import InvalidRequest, StoreError
 from metis_lite.store import Publication, Store, now_iso
+from metis_lite.store.connection import damage
 
 PUBLISHED_MODE = 0o444
 """A published copy's permissions: read-only for everyone, as nothing may write it."""

@@ -24,13 +24,13 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from metis_lite import passages
-from metis_lite.access import ALL_BASES
-from metis_lite.base import Base
+from metis_lite.base import passages
+from metis_lite.base.core import Base
+from metis_lite.base.multi import MultiAnswer, search_bases
 from metis_lite.errors import BaseNotFound, Forbidden, InvalidRequest
-from metis_lite.multi import MultiAnswer, search_bases
 from metis_lite.records import Filters
-from metis_lite.serialize import (
+from metis_lite.service.access import ALL_BASES
+from metis_lite.service.serialize import (
     fact_to_json,
     facts_page_to_json,
     multi_answer_to_json,

@@ -30,8 +30,8 @@ from pathlib import Path
 
 import apsw
 
-from metis_lite.base import Base, BaseStatus
-from metis_lite.copies import BaseHealth, Copies, health_of
+from metis_lite.base.core import Base, BaseStatus
+from metis_lite.base.multi import SEARCH_THREADS, MultiAnswer, search_bases
 from metis_lite.errors import (
     BaseBusy,
     BaseDamaged,
@@ -45,9 +45,9 @@ from metis_lite.errors import (
     StoreError,
 )
 from metis_lite.escapes import escape_controls
-from metis_lite.ingest import IndexReport
-from metis_lite.multi import SEARCH_THREADS, MultiAnswer, search_bases
+from metis_lite.indexing.ingest import IndexReport
 from metis_lite.records import Answer, Filters
+from metis_lite.service.follow import BaseHealth, Copies, health_of
 from metis_lite.settings import TOP_K
 from metis_lite.store import IndexerLock
 

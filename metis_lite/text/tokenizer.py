@@ -37,7 +37,7 @@ from itertools import pairwise
 
 import apsw
 
-from metis_lite import unicode_tables
+from metis_lite.text import unicode_tables
 
 TOKENIZER_NAME = "metis"
 """The name the FTS5 table is declared with."""

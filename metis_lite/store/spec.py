@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Literal
 
-from metis_lite.chunking import check_chunk_size
 from metis_lite.errors import InvalidRequest, SchemaTooNew, SpecInvalid
 from metis_lite.models import registry
 from metis_lite.settings import BASE_KINDS, CHUNK_CHARS, EMBEDDED_MODEL, FUSIONS, MAX_FILE_BYTES
+from metis_lite.text.chunking import check_chunk_size
 
 SPEC_VERSION = 1
 """The layout of a base's spec: the keys below and their types. A base written with a larger

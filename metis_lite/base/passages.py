@@ -15,11 +15,11 @@ from __future__ import annotations
 import urllib.parse
 from dataclasses import dataclass
 
-from metis_lite.base import Base
-from metis_lite.documents import read_document
+from metis_lite.base.core import Base
 from metis_lite.errors import DocumentNotFound, InvalidRequest
 from metis_lite.parsing.common import decode_text
 from metis_lite.records import Citation, Filters
+from metis_lite.store.document_file import read_document
 
 SCHEME = "metis"
 TEMPLATE = "metis://{base}/{source}/{+path}"

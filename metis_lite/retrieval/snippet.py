@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from metis_lite.errors import InvalidRequest
 from metis_lite.records import QuestionWords, WordMatch
 from metis_lite.settings import SNIPPET_CHARS
-from metis_lite.tokenizer import VERSION, token_spans, tokens
+from metis_lite.text.tokenizer import VERSION, token_spans, tokens
 
 ELLIPSIS = "…"
 """Marks each end of a snippet where the text goes on."""

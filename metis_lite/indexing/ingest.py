@@ -35,18 +35,18 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from metis_lite import chunking, tokenizer
 from metis_lite.errors import InvalidRequest, ModelError
-from metis_lite.files import Unreadable, open_inside, read_all
+from metis_lite.indexing.parse_pool import Parsed, ParseJob, ParsePool
+from metis_lite.indexing.pipeline import Embedding, Pipeline, Progress
+from metis_lite.indexing.walk import Skip, SourceFile, walk
 from metis_lite.models.base import Embedder
 from metis_lite.models.batching import allowed_cores
-from metis_lite.parse_pool import Parsed, ParseJob, ParsePool
-from metis_lite.pipeline import Embedding, Pipeline, Progress
 from metis_lite.records import MetisWarning
 from metis_lite.settings import EMBED_BATCH
-from metis_lite.spec import BaseSpec
 from metis_lite.store import Store, StoredDocument
-from metis_lite.walk import Skip, SourceFile, walk
+from metis_lite.store.files import Unreadable, open_inside, read_all
+from metis_lite.store.spec import BaseSpec
+from metis_lite.text import chunking, tokenizer
 
 __all__ = ["IndexReport", "Progress", "Skip", "check_workers", "embed_missing", "index"]
 

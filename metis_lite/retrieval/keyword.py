@@ -25,10 +25,10 @@ from metis_lite.settings import (
     TEXT_WEIGHT,
 )
 from metis_lite.store import Store, filter_clause
-from metis_lite.tokenizer import fts_match, tokens
+from metis_lite.text.tokenizer import fts_match, tokens
 
 if TYPE_CHECKING:
-    from metis_lite.bm25 import WordIndex
+    from metis_lite.retrieval.bm25 import WordIndex
 
 
 _SEARCH = (

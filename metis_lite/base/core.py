@@ -18,21 +18,24 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
-from metis_lite import ingest, languages, memory, publish
-from metis_lite.base_guards import Guards, usable, writes
-from metis_lite.base_models import BaseModels, SearchCount, new_embedder, prefixes
-from metis_lite.base_status import BaseStatus, LanguageCache, index_warnings, vector_warnings
-from metis_lite.bm25 import WordIndex
-from metis_lite.dense import VectorIndex
+from metis_lite.base.guards import Guards, usable, writes
+from metis_lite.base.models import BaseModels, SearchCount, new_embedder, prefixes
+from metis_lite.base.status import BaseStatus, LanguageCache, index_warnings, vector_warnings
+from metis_lite.copies import publish
 from metis_lite.errors import BaseDamaged, InvalidRequest
+from metis_lite.indexing import ingest
 from metis_lite.models import registry
 from metis_lite.models.base import Embedder, Reranker
 from metis_lite.records import Answer, Filters, MetisWarning, SourceInfo
-from metis_lite.search import SearchContext, search
+from metis_lite.retrieval import memory
+from metis_lite.retrieval.bm25 import WordIndex
+from metis_lite.retrieval.dense import VectorIndex
+from metis_lite.retrieval.search import SearchContext, search
 from metis_lite.settings import FUSION, TOP_K
-from metis_lite.spec import DEFAULT_SPEC, BaseSpec, parse_spec, spec_changes
 from metis_lite.store import IndexerLock, Store
 from metis_lite.store.pool import StorePool, ThreadStore
+from metis_lite.store.spec import DEFAULT_SPEC, BaseSpec, parse_spec, spec_changes
+from metis_lite.text import languages
 
 __all__ = ["DEFAULT_SPEC", "Base", "BaseStatus", "SourceInfo"]
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from metis_lite import parsing
-from metis_lite.files import Unreadable
+from metis_lite.store.files import Unreadable
 
 NOT_UTF8 = "its name is not valid UTF-8 (rename it to index it)"
 

@@ -33,8 +33,8 @@ from typing import Any
 import numpy as np
 
 from metis_lite.errors import ModelAnswerInvalid, ModelError
+from metis_lite.indexing.parse_pool import Parsed, ParseJob, ParsePool
 from metis_lite.models.base import Embedder
-from metis_lite.parse_pool import Parsed, ParseJob, ParsePool
 from metis_lite.store import Store
 
 Progress = Callable[[str, int, int], None]

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import apsw
 
-from metis_lite.connection import connect, damage
 from metis_lite.errors import InvalidRequest, StoreError
 from metis_lite.store import Store
+from metis_lite.store.connection import connect, damage
 from metis_lite.store.publication import unmark
 
 ALL_PAGES = -1

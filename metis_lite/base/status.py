@@ -8,12 +8,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from metis_lite import keyword, languages
-from metis_lite.chunking import CHUNKS_OUTDATED
 from metis_lite.errors import ModelError
 from metis_lite.records import MetisWarning, SourceInfo
-from metis_lite.spec import BaseSpec
+from metis_lite.retrieval import keyword
 from metis_lite.store import Publication, Store
+from metis_lite.store.spec import BaseSpec
+from metis_lite.text import languages
+from metis_lite.text.chunking import CHUNKS_OUTDATED
 
 LANGUAGE_SAMPLE_CHUNKS = 256
 """Chunks read to judge a base's languages: a share's error is then under ±3 points (√(¼/256)),

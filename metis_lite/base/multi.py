@@ -48,13 +48,12 @@ from typing import TypeVar
 import apsw
 import numpy as np
 
-from metis_lite.base import Base
-from metis_lite.connection import damage
+from metis_lite.base.core import Base
 from metis_lite.errors import InvalidRequest, MetisError
-from metis_lite.fusion import Candidates, Fused, deepened, merged_lists
 from metis_lite.models.base import Embedder, Reranker
 from metis_lite.records import Filters, MetisWarning, Result, Took
-from metis_lite.search import (
+from metis_lite.retrieval.fusion import Candidates, Fused, deepened, merged_lists
+from metis_lite.retrieval.search import (
     SearchContext,
     cite,
     first_depth,
@@ -67,6 +66,7 @@ from metis_lite.search import (
     validate,
 )
 from metis_lite.settings import FUSION, HOLDING_WINDOW, TOP_K
+from metis_lite.store.connection import damage
 
 SEARCH_THREADS = 4
 """Bases searched side by side when the caller gives no thread pool."""
