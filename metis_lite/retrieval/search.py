@@ -1,51 +1,51 @@
-"""Question → results, step by step as docs/how-search-works.md draws it.
+"""Question → results, step by step as docs/how-search-works.md draws it: one pipeline, for
+one base or for several searched as one (a search of one base is a search of several with one).
 
-    Step 1. Embed the question with the base's model and its query prefix.
+    Step 1. Embed the question with each base's model and its query prefix.
     Step 2. By meaning: cosine with every chunk's vector, keep max(50, 4 × top_k).
     Step 3. By words: BM25 over the FTS5 index, keep max(50, 4 × top_k).
             Filters (path prefix, kinds, sources) apply to both lists before ranking.
-    Step 4. Fuse the two lists: by score relative to each list's best (the default), or by rank,
-            Σ 1/(60 + rank) (`fusion: rrf`); see fusion.py.
-    Step 5. Rerank the best clamp(3 × top_k, 20, 50) fused candidates, when the base has a reranker.
+    Step 4. Fuse the lists: by score relative to each list's best (the default), or by rank,
+            Σ 1/(60 + rank) (`fusion: rrf`); see fusion.py. Several bases are fused as one:
+            under one normalisation when they share an embedding model, in turn when not.
+    Step 5. Rerank the best clamp(3 × top_k, 20, 50) fused candidates, when every base searched
+            has a reranker of one model (else the fused order, and RERANKER_NOT_SHARED).
     Step 6. Memories: facts that still hold before facts a newer one replaced (among the first
             HOLDING_WINDOW fused places, whatever top_k).
     Step 7. Cite the top_k: text, citation with snippet, scores at every step.
 
-Each step times itself into `took`. What a step could not do becomes a warning, never a
-silent change; `mode: dense` without its model is refused (EMBEDDING_MODEL_UNAVAILABLE).
-Every read of one search is of one snapshot of the base (Base.search opens it on the store it
-hands in): a document indexed meanwhile is whole in it or absent, and a chunk the shared
-in-memory vectors hold that the snapshot lacks is dropped in Step 2.
+Each base's own part of a step (its question embedded, its two lists, its reranker's scores,
+its citations) is steps.py's, run for every base side by side on an executor when there are
+several, inline when there is one. Each step times itself into `took` (with several bases, the
+slowest base's time; they ran side by side). What a step could not do becomes a warning of
+its base, never a silent change; `mode: dense` without its model is refused
+(EMBEDDING_MODEL_UNAVAILABLE). Every read of one base is of one snapshot of it.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from concurrent.futures import Executor, wait
+from dataclasses import dataclass, replace
+from functools import partial
+from typing import TypeVar
 
-import numpy as np
-
-from metis_lite.errors import EmbeddingModelUnavailable, InvalidRequest, ModelError
-from metis_lite.models.base import Embedder, Reranker
-from metis_lite.records import (
-    Answer,
-    Citation,
-    Fact,
-    Filters,
-    Hit,
-    MetisWarning,
-    QuestionWords,
-    Result,
-    Scores,
-    Took,
-    contextualize,
+from metis_lite.errors import InvalidRequest
+from metis_lite.models.base import Reranker
+from metis_lite.records import Answer, Filters, MetisWarning, Result, Took
+from metis_lite.retrieval.fusion import Candidates, Fused, deepened, merged_lists
+from metis_lite.retrieval.steps import (
+    Clock,
+    Prepared,
+    SearchContext,
+    bounded_question,
+    cite,
+    lists,
+    prepare,
+    rerank_pool,
+    reranker_of,
 )
-from metis_lite.retrieval import keyword
-from metis_lite.retrieval.bm25 import WordIndex
-from metis_lite.retrieval.dense import VectorIndex
-from metis_lite.retrieval.fusion import Candidates, deepened
-from metis_lite.retrieval.snippet import snippet, word_matches
 from metis_lite.settings import (
     CANDIDATES_MIN,
     CANDIDATES_PER_RESULT,
@@ -54,45 +54,42 @@ from metis_lite.settings import (
     HOLDING_WINDOW,
     KINDS,
     MODES,
-    QUESTION_WORDS_MAX,
     RERANK_MAX,
     RERANK_MIN,
     RERANK_PER_RESULT,
     TOP_K,
     TOP_K_MAX,
 )
-from metis_lite.store import ChunkRow, IndexerLock, Store
-from metis_lite.text.chunking import CHUNKS_OUTDATED
-from metis_lite.text.plain import plain_text
-from metis_lite.text.tokenizer import VERSION, token_spans
 
-MemoryOrder = Callable[[Store, list[Hit]], list[Hit]]
-"""Step 6's seam: reorders a memory's results (facts that hold first); identity elsewhere."""
+__all__ = [
+    "SearchContext",
+    "Searched",
+    "bounded_question",
+    "candidates",
+    "rerank_count",
+    "run",
+    "search",
+    "validate",
+]
 
-FactsOf = Callable[[Store, Sequence[int]], dict[int, Fact]]
-"""The fact behind each chunk that is one, by chunk id (a memory's notes)."""
+T = TypeVar("T")
+
+Guard = Callable[[int, Callable[[], T]], T]
+"""How a base's step is called: `guard(i, step)` runs the step of base i, and may turn its
+error into one that names the base (base/multi.py); a search of one base calls it as it is."""
 
 
 @dataclass(frozen=True)
-class SearchContext:
-    """What a search needs of an open base; models are fetched lazily (a failure is a warning)."""
+class Searched:
+    """One search's answer over every base it asked, before an API shapes it."""
 
-    store: Store
-    vectors: VectorIndex
-    embedder: Callable[[], Embedder]
-    reranker: Callable[[], Reranker | None]
-    check_embedder: Callable[[], None] | None = None
-    """Raises the ModelError of an embedding model that is not there, without loading it."""
-    query_prefix: str = ""
-    document_prefix: str = ""
-    fusion: str = FUSION
-    memory_order: MemoryOrder | None = None
-    facts_of: FactsOf | None = None
-    base: str | None = None
-    language_warning: Callable[[], MetisWarning | None] | None = (
-        None  # the model against the base's text
-    )
-    words: WordIndex | None = None  # the base's words in memory (bm25.py), when it keeps them
+    mode: str
+    reranked: bool
+    warnings: tuple[tuple[MetisWarning, ...], ...]
+    """Each base's warnings, in the order the bases were given."""
+    took: Took
+    results: tuple[Result, ...]
+    """Ranked over every base; each `Result.base` is the name its base was given."""
 
 
 def candidates(top_k: int) -> int:
@@ -117,224 +114,6 @@ def validate(mode: str, top_k: int, filters: Filters, fusion: str = FUSION) -> N
         raise InvalidRequest(f"unknown kind {unknown[0]!r}: kinds are {', '.join(KINDS)}, note")
 
 
-class _Clock:
-    def __init__(self) -> None:
-        self.start = self.mark = time.perf_counter()
-
-    def lap(self) -> float:
-        now = time.perf_counter()
-        elapsed, self.mark = (now - self.mark) * 1000.0, now
-        return round(elapsed, 3)
-
-    def total(self) -> float:
-        return round((time.perf_counter() - self.start) * 1000.0, 3)
-
-
-def search(
-    ctx: SearchContext,
-    question: str,
-    *,
-    mode: str = "hybrid",
-    top_k: int = TOP_K,
-    rerank: bool = True,
-    filters: Filters = Filters(),
-    fusion: str | None = None,
-) -> Answer:
-    """Answer a question from one base (see the module's steps); `fusion` overrides the base's."""
-    fusion = fusion or ctx.fusion
-    validate(mode, top_k, filters, fusion)
-    clock = _Clock()
-    took: dict[str, float] = {"embed": 0.0, "dense": 0.0, "keyword": 0.0}
-    ready = prepare(ctx, question, mode=mode, filters=filters, took=took)
-    if ready.nothing:
-        return Answer(mode, False, ready.warnings, Took(total=clock.total()), ())
-    warnings = list(ready.warnings)
-    reranker = reranker_of(ctx, warnings) if rerank else None
-    clock.lap()
-
-    # Steps 2–4. By meaning, by words, fused: each list is read deeper while the places this
-    # search returns could still change (fusion.deepened).
-    read = took["dense"] + took["keyword"]
-    memory = ctx.memory_order is not None
-    found, ranking = deepened(
-        lambda depth: [lists(ctx, ready, depth, took, scored=fusion == "relative")],
-        depth=first_depth(top_k, memory=memory),
-        need=places_needed(top_k, reranker is not None, memory=memory),
-        fusion=fusion,
-    )
-    fused = [f.hit for f in ranking.hits]
-    fusing = clock.lap() - (took["dense"] + took["keyword"] - read)
-    fused_two = ready.mode == "hybrid" and ready.query is not None  # one list: nothing is fused
-    took["fuse"] = round(max(0.0, fusing), 3) if fused_two else 0.0
-
-    # Step 5. Rerank.
-    rerank_scores: dict[int, float] = {}
-    reranked = False
-    order = fused
-    if reranker is not None and fused:
-        pool = fused[: rerank_count(top_k)]
-        scores = rerank_pool(ctx, reranker, ready.question, pool, warnings)
-        if scores is not None:
-            # Past the reranker's 50, the rest keep their fused order (only when top_k > 50).
-            order = sorted(
-                (h for h in pool if h.chunk_id in scores), key=lambda h: -scores[h.chunk_id]
-            )
-            order += fused[len(pool) :]
-            rerank_scores, reranked = scores, True
-    took["rerank"] = clock.lap() if reranker is not None else 0.0
-
-    # Step 6. Memories: what holds now first.
-    if ctx.memory_order is not None:
-        order = ctx.memory_order(ctx.store, order)
-
-    # Step 7. Cite the top_k.
-    lists_read = found[0]
-    results = cite(
-        ctx, ready.asked, order[:top_k], lists_read.dense, lists_read.words, fused, rerank_scores
-    )
-    took["total"] = clock.total()
-    return Answer(mode, reranked, tuple(warnings), Took(**took), tuple(results))
-
-
-@dataclass(frozen=True, eq=False)
-class Prepared:
-    """A question made ready for one base: Step 1 done, and what Steps 2 and 3 read with."""
-
-    question: str
-    """The question up to its bound (QUESTION_WORDS_MAX)."""
-    mode: str
-    filters: Filters
-    asked: QuestionWords
-    warnings: tuple[MetisWarning, ...]
-    query: np.ndarray | None = None
-    """The question's vector; None: no search by meaning (keyword mode, or no model)."""
-    allowed: np.ndarray | None = None
-    """The chunk ids the filters keep; None: no filter."""
-    unrelated: float = 0.0
-    """The question's mean cosine over the base's vectors (fusion.py)."""
-    full: float = 0.0
-    """The BM25 score of a chunk holding each of the question's words once (fusion.py)."""
-    nothing: bool = False
-    """Nothing to search: the base holds no chunk, or the question is empty."""
-
-
-def prepare(
-    ctx: SearchContext, question: str, *, mode: str, filters: Filters, took: dict[str, float]
-) -> Prepared:
-    """The question made ready for one base: the empty states, the question's bound, the
-    filters, Step 1 (timed into `took`) and the question's words."""
-    warnings: list[MetisWarning] = list(_empty_states(ctx.store))
-    if not warnings and not question.strip():
-        warnings.append(
-            MetisWarning("EMPTY_QUESTION", "the question is empty: nothing to search for")
-        )
-    if warnings:
-        return Prepared(question, mode, filters, QuestionWords(), tuple(warnings), nothing=True)
-    # The question's words, read once by the base's own word rules (a base of older rules is
-    # searched by them): its bound, the words stage, fusion's scale and the snippets use them.
-    question, cut, words = _bounded(question, ctx.store.words_version)
-    warnings += [cut] if cut is not None else []
-    warnings += [CHUNKS_OUTDATED] if ctx.store.chunks_outdated else []
-    allowed = ctx.store.filtered_chunk_ids(filters) if filters.active else None
-    # Filters that keep nothing say so (an unknown source, a prefix of no document).
-    unknown = set(filters.sources) - {name for _, name, _ in ctx.store.sources()}
-    if unknown or (allowed is not None and not allowed.size):
-        names = ", ".join(sorted(unknown))
-        what = f"no source is named {names}" if unknown else "no document matches the filters"
-        warnings.append(MetisWarning("NO_MATCHING_DOCUMENTS", what))
-
-    # Step 1. Embed the question.
-    clock = _Clock()
-    query = None
-    if mode in ("hybrid", "dense"):
-        query = _embed_question(ctx, question, mode, warnings)
-    if query is not None and ctx.language_warning is not None:  # said when it ranks by meaning
-        warnings += [w for w in (ctx.language_warning(),) if w is not None]
-    took["embed"] = clock.lap() if mode != "keyword" else 0.0  # a step that did not run: 0
-
-    if mode in ("hybrid", "keyword"):
-        warnings += keyword.index_warnings(ctx.store)
-    asked = keyword.question_words(ctx.store, question, words=words)  # Step 7 reads them too
-    return Prepared(
-        question,
-        mode,
-        filters,
-        asked,
-        tuple(warnings),
-        query=query,
-        allowed=allowed,
-        unrelated=ctx.vectors.mean_cosine(query) if query is not None else 0.0,
-        full=keyword.best_possible(ctx.store, question, asked) if mode != "dense" else 0.0,
-    )
-
-
-def lists(
-    ctx: SearchContext,
-    ready: Prepared,
-    depth: int,
-    took: dict[str, float],
-    *,
-    scored: bool = True,
-) -> Candidates:
-    """Steps 2 and 3 for one base, each list read `depth` deep (timed into `took`); `scored`:
-    every chunk of either list also gets the score of the other (its cosine, its BM25), as
-    `relative` fusion reads them."""
-    clock = _Clock()
-
-    # Step 2. By meaning.
-    dense: list[Hit] = []
-    if ready.query is not None:
-        dense = _in_snapshot(
-            ctx.store, ctx.vectors.search(ready.query, depth, allowed=ready.allowed)
-        )
-    took["dense"] += clock.lap() if ready.query is not None else 0.0
-
-    # Step 3. By words.
-    words: list[Hit] = []
-    if ready.mode in ("hybrid", "keyword"):
-        words = keyword.search(
-            ctx.store,
-            ready.question,
-            depth,
-            filters=ready.filters,
-            asked=ready.asked,
-            index=ctx.words,
-            allowed=ready.allowed,
-        )
-    took["keyword"] += clock.lap() if ready.mode != "dense" else 0.0
-
-    cosine: dict[int, float] = {}
-    bm25 = {hit.chunk_id: hit.score for hit in words}
-    if scored and ready.query is not None:
-        listed = list(dict.fromkeys([hit.chunk_id for hit in dense + words]))
-        cosine = ctx.vectors.cosines(ready.query, listed)
-        took["dense"] += clock.lap()
-    if scored and ready.mode == "hybrid" and words:
-        unread = [hit.chunk_id for hit in dense if hit.chunk_id not in bm25]
-        bm25.update(
-            keyword.scores_of(ctx.store, ready.question, unread, asked=ready.asked, index=ctx.words)
-        )
-        took["keyword"] += clock.lap()
-    return Candidates(
-        depth,
-        tuple(dense),
-        tuple(words),
-        cosine,
-        bm25,
-        unrelated=ready.unrelated,
-        vectors=ctx.vectors.count,
-        full=ready.full,
-        model=embedding_space(ctx) if ready.query is not None else None,
-    )
-
-
-def embedding_space(ctx: SearchContext) -> str:
-    """What a base's cosines compare within: the label of its vectors with the prefixes its
-    question and chunks were embedded behind. Two bases of one model label embedded behind
-    other prefixes give cosines on other scales, and fusion treats them as two models."""
-    return "\x00".join((ctx.vectors.model, ctx.query_prefix, ctx.document_prefix))
-
-
 def first_depth(top_k: int, *, memory: bool = False) -> int:
     """How deep each list is read first: candidates(top_k); with a memory base, as deep as for
     the HOLDING_WINDOW places Step 6 reorders, whatever top_k (the same lists, and under rrf the
@@ -349,212 +128,278 @@ def places_needed(top_k: int, reranking: bool, *, memory: bool = False) -> int:
     return max(need, HOLDING_WINDOW) if memory else need
 
 
-def rerank_pool(
+def search(
     ctx: SearchContext,
-    reranker: Reranker,
     question: str,
-    pool: Sequence[Hit],
-    warnings: list[MetisWarning],
-) -> dict[int, float] | None:
-    """Step 5 for one base: the reranker's score of each chunk of `pool` the base still holds
-    (never a chunk gone since); None, with the warning, when the reranker failed."""
-    rows = ctx.store.chunk_rows([hit.chunk_id for hit in pool])
-    kept = [hit for hit in pool if hit.chunk_id in rows]
-    try:
-        scores = reranker.score(question, [_rerank_text(rows[h.chunk_id]) for h in kept])
-    except ModelError as exc:
-        warnings.append(
-            MetisWarning("RERANKER_UNAVAILABLE", f"{exc.message}: results in the fused order")
+    *,
+    mode: str = "hybrid",
+    top_k: int = TOP_K,
+    rerank: bool = True,
+    filters: Filters = Filters(),
+    fusion: str | None = None,
+) -> Answer:
+    """Answer a question from one base: the pipeline run over that base alone; `fusion`
+    overrides the base's own."""
+    done = run(
+        (ctx,), question, mode=mode, top_k=top_k, rerank=rerank, filters=filters, fusion=fusion
+    )
+    return Answer(done.mode, done.reranked, done.warnings[0], done.took, done.results)
+
+
+def run(
+    contexts: Sequence[SearchContext],
+    question: str,
+    *,
+    mode: str = "hybrid",
+    top_k: int = TOP_K,
+    rerank: bool = True,
+    filters: Filters = Filters(),
+    fusion: str | None = None,
+    names: Sequence[str | None] | None = None,
+    executor: Executor | None = None,
+    guard: Guard | None = None,
+) -> Searched:
+    """The pipeline over one base or several, each of one open context. `fusion` overrides the
+    bases' own (used when they agree; the default when they do not); `names` name each base's
+    results (default: each context's own name); `executor` runs the bases' steps side by side
+    (needed for several: one base's steps run inline); `guard` calls each step (Guard)."""
+    if not contexts:
+        raise InvalidRequest("name at least one base, each once")
+    fusion = fusion or _common_fusion(contexts)
+    validate(mode, top_k, filters, fusion)
+    names = tuple(names) if names is not None else tuple(ctx.base for ctx in contexts)
+    return _Search(tuple(contexts), names, executor, guard).run(
+        question, mode, top_k, rerank, filters, fusion
+    )
+
+
+class _Search:
+    """One search of its bases: their contexts, open for the whole search, and how each base's
+    steps are run (side by side on the executor, or inline for one base)."""
+
+    def __init__(
+        self,
+        contexts: tuple[SearchContext, ...],
+        names: tuple[str | None, ...],
+        executor: Executor | None,
+        guard: Guard | None,
+    ) -> None:
+        self.contexts, self.names, self.executor = contexts, names, executor
+        self.guard: Guard = guard or _called
+        self.warnings: list[list[MetisWarning]] = [[] for _ in contexts]
+        self.took = [{"embed": 0.0, "dense": 0.0, "keyword": 0.0} for _ in contexts]
+
+    def each(self, indexes: Sequence[int], step: Callable[[int], T]) -> list[T]:
+        """`step` of every base of `indexes`, side by side when there are several; an error is
+        the guard's (named by its base)."""
+        if self.executor is None or len(indexes) < 2:
+            return [self.guard(i, partial(step, i)) for i in indexes]
+        futures = [(i, self.executor.submit(step, i)) for i in indexes]
+        done = []
+        for i, future in futures:
+            try:
+                done.append(self.guard(i, future.result))
+            except BaseException:
+                # Every other step is waited for, begun or not: each reads its base's snapshot,
+                # which the caller closes once this returns (never under a step still reading
+                # it). A step not yet begun is not cancelled: whether it had begun would depend
+                # on the threads' timing, and each step is short.
+                wait([other for _, other in futures])
+                raise
+        return done
+
+    def run(
+        self, question: str, mode: str, top_k: int, rerank: bool, filters: Filters, fusion: str
+    ) -> Searched:
+        clock = Clock()
+        every = range(len(self.contexts))
+
+        # Step 1, in each base: the question made ready (its bound, the filters, embedded).
+        ready = self.each(
+            every,
+            lambda i: prepare(
+                self.contexts[i], question, mode=mode, filters=filters, took=self.took[i]
+            ),
         )
-        return None
-    return {hit.chunk_id: float(s) for hit, s in zip(kept, scores, strict=True)}
+        for i in every:
+            self.warnings[i] += ready[i].warnings
+        live = [i for i in every if not ready[i].nothing]
+        if not live:  # nothing to search in any base: the empty states say why
+            return self._searched(mode, False, Took(total=clock.total()), ())
+        rerankers = self._rerankers(live) if rerank else [None] * len(self.contexts)
+        shared = _shared(rerankers, live)
+        clock.lap()
 
+        # Steps 2–4. By meaning, by words, fused: every base's lists, fused as one, each read
+        # deeper while the places this search returns could still change (fusion.deepened).
+        reading = [0.0]  # the reads' wall time, side by side: not fusion's
 
-def bounded_question(question: str, *, version: int = VERSION) -> tuple[str, MetisWarning | None]:
-    """The question up to its QUESTION_WORDS_MAX-th distinct word by the word rules `version`,
-    and the warning that says what was left out (None when nothing was)."""
-    kept, cut, _ = _bounded(question, version)
-    return kept, cut
-
-
-def _bounded(question: str, version: int) -> tuple[str, MetisWarning | None, tuple[str, ...]]:
-    """bounded_question, and the distinct words kept, in order: the one reading of the
-    question's words that the rest of the search uses."""
-    seen: dict[str, None] = {}
-    for start, _, word in token_spans(question, version=version):
-        if word in seen:
-            continue
-        if len(seen) == QUESTION_WORDS_MAX:
-            kept = question[:start].rstrip()
-            return (
-                kept,
-                MetisWarning(
-                    "QUESTION_CUT",
-                    f"the question has more than {QUESTION_WORDS_MAX} distinct words: it was "
-                    f"searched up to its {QUESTION_WORDS_MAX}th ({len(kept)} of "
-                    f"{len(question)} characters)",
-                ),
-                tuple(seen),
-            )
-        seen[word] = None
-    return question, None, tuple(seen)
-
-
-def _empty_states(store: Store) -> list[MetisWarning]:
-    """The empty states (docs/how-search-works.md, "Warnings"): nothing indexed yet; the
-    sources hold nothing a base reads."""
-    counts = store.counts()
-    if counts["chunks"]:
-        return []
-    run = store.last_run()
-    if run is not None and run["state"] == "done" and counts["documents"] == 0:
-        return [
-            MetisWarning(
-                "NO_DOCUMENTS",
-                "nothing is indexed: the sources hold no document metis-lite reads "
-                f"({', '.join(KINDS)})",
-            )
-        ]
-    state = "being built" if run is not None and run["state"] == "running" else "empty"
-    return [MetisWarning("NOTHING_INDEXED_YET", f"nothing is indexed yet: the index is {state}")]
-
-
-def _embed_question(ctx: SearchContext, question: str, mode: str, warnings: list[MetisWarning]):
-    ctx.vectors.sync(ctx.store)
-    chunk_count = ctx.store.counts()["chunks"]
-    if ctx.vectors.count == 0:
-        message = f"no chunk has a vector yet ({_why_without_vectors(ctx.store)})"
-        try:  # a model that is not there says why (not installed: how to), without loading it
-            if ctx.check_embedder is not None:
-                ctx.check_embedder()
-        except ModelError as exc:
-            message = f"no chunk has a vector yet: {exc.message}"
-        if mode == "dense":
-            raise EmbeddingModelUnavailable(f"{message}: a search by meaning cannot answer")
-        warnings.append(MetisWarning("NO_VECTORS", f"{message}: results by keywords"))
-        return None
-    try:
-        query = ctx.embedder().embed([ctx.query_prefix + question])[0]
-    except ModelError as exc:
-        if mode == "dense":
-            raise EmbeddingModelUnavailable(
-                f"{exc.message}: a search by meaning needs its embedding model"
-            ) from exc
-        warnings.append(
-            MetisWarning("EMBEDDING_MODEL_UNAVAILABLE", f"{exc.message}: results by keywords only")
-        )
-        return None
-    if ctx.vectors.dimension is not None and query.shape[0] != ctx.vectors.dimension:
-        message = (
-            f"the embedding model answered dimension {query.shape[0]}, the base's vectors have "
-            f"{ctx.vectors.dimension}: re-embed the base (index --reembed)"
-        )
-        if mode == "dense":
-            raise EmbeddingModelUnavailable(message)
-        warnings.append(
-            MetisWarning("EMBEDDING_MODEL_UNAVAILABLE", f"{message}: results by keywords only")
-        )
-        return None
-    missing = chunk_count - ctx.vectors.count
-    if missing > 0:
-        warnings.append(
-            MetisWarning(
-                "CHUNKS_WITHOUT_VECTORS",
-                f"{missing} of {chunk_count} chunks have no vector yet "
-                f"({_why_without_vectors(ctx.store)}): they are found by words only",
-            )
-        )
-    return np.asarray(query, dtype=np.float32)
-
-
-def _why_without_vectors(store: Store) -> str:
-    """Why chunks lack a vector, as a search says it: an index run is on, which embeds them
-    once their words are written; or they were indexed while the model did not answer."""
-    if IndexerLock(store.path).held_elsewhere():
-        return "an index run is on: they are being embedded, after their words"
-    return "indexed while the embedding model did not answer"
-
-
-def _in_snapshot(store: Store, hits: list[Hit]) -> list[Hit]:
-    """The hits whose chunk the search's snapshot holds, ranked again 1, 2, …: the vectors in
-    memory are shared by every search of the base and may already hold a chunk added after
-    this search's snapshot began, or still lack the removal of one."""
-    present = store.existing_chunks([hit.chunk_id for hit in hits])
-    if len(present) == len(hits):
-        return hits
-    kept = [hit for hit in hits if hit.chunk_id in present]
-    return [Hit(hit.chunk_id, hit.score, rank) for rank, hit in enumerate(kept, start=1)]
-
-
-def reranker_of(ctx: SearchContext, warnings: list[MetisWarning]) -> Reranker | None:
-    """The base's reranker; None when it has none, or, with the warning, when it fails."""
-    try:
-        return ctx.reranker()
-    except ModelError as exc:
-        warnings.append(
-            MetisWarning("RERANKER_UNAVAILABLE", f"{exc.message}: results in the fused order")
-        )
-        return None
-
-
-def _rerank_text(row: ChunkRow) -> str:
-    """The reranker reads a chunk the way it is embedded: title and headings in front."""
-    return contextualize(row.title, row.headings, row.text)
-
-
-def cite(
-    ctx: SearchContext,
-    asked: QuestionWords,
-    hits: Sequence[Hit],
-    dense_hits: Sequence[Hit],
-    keyword_hits: Sequence[Hit],
-    fused: Sequence[Hit],
-    rerank_scores: dict[int, float],
-) -> list[Result]:
-    rows = ctx.store.chunk_rows([hit.chunk_id for hit in hits])
-    dense = {h.chunk_id: h for h in dense_hits}
-    words = {h.chunk_id: h for h in keyword_hits}
-    fused_by_id = {h.chunk_id: h for h in fused}
-    terms = asked.telling or asked.words  # a question of common words only is read by them
-    version = ctx.store.words_version
-    facts = ctx.facts_of(ctx.store, [hit.chunk_id for hit in hits]) if ctx.facts_of else {}
-    results = []
-    for hit in hits:
-        row = rows.get(hit.chunk_id)
-        if row is None:  # removed between ranking and citing
-            continue
-        d, w, f = dense.get(hit.chunk_id), words.get(hit.chunk_id), fused_by_id[hit.chunk_id]
-        scores = Scores(
-            fused=f.score,
-            dense=d.score if d else None,
-            dense_rank=d.rank if d else None,
-            keyword=w.score if w else None,
-            keyword_rank=w.rank if w else None,
-            rerank=rerank_scores.get(hit.chunk_id),
-        )
-        citation = Citation(
-            source=row.source,
-            document=row.document,
-            title=row.title,
-            kind=row.kind,
-            headings=row.headings,
-            snippet=snippet(plain_text(row.text, row.kind), terms, version=version),
-            page=row.page,
-            line=row.line,
-        )
-        score = scores.rerank if scores.rerank is not None else f.score
-        results.append(
-            Result(
-                hit.chunk_id,
-                score,
-                row.text,
-                citation,
-                scores,
-                base=ctx.base,
-                fact=facts.get(hit.chunk_id),
-                words=word_matches(
-                    asked, row.text, " ".join((row.title, *row.headings)), version=version
+        def read(depth: int) -> list[Candidates]:
+            started = time.perf_counter()
+            found = self.each(
+                live,
+                lambda i: lists(
+                    self.contexts[i], ready[i], depth, self.took[i], scored=fusion == "relative"
                 ),
             )
+            reading[0] += (time.perf_counter() - started) * 1000.0
+            return found
+
+        memory = any(self.contexts[i].memory_order is not None for i in live)
+        found, ranking = deepened(
+            read,
+            depth=first_depth(top_k, memory=memory),
+            need=places_needed(top_k, shared, memory=memory),
+            fusion=fusion,
         )
-    return results
+        fused = [Fused(live[f.base], f.hit) for f in ranking.hits]
+        fusing = clock.lap() - reading[0]
+        two_lists = mode == "hybrid" and any(ready[i].query is not None for i in live)
+        fuse_ms = round(max(0.0, fusing), 3) if two_lists else 0.0  # one list: nothing fused
+
+        # Step 5. Rerank, when every base has a reranker of one model.
+        order, scores = fused, dict[tuple[int, int], float]()
+        if shared and fused:
+            pool = fused[: rerank_count(top_k)]
+            scores, order = self._reranked(pool, ready, rerankers, fused)
+        rerank_ms = clock.lap() if shared else 0.0
+
+        # Step 6. Each memory base: what holds first, in the places its results hold.
+        order = self._holding_first(order)
+
+        # Step 7. Cite the top_k, each with its ranks in the bases' lists merged, as one base
+        # would rank it (a weak base's best by meaning is not "first by meaning").
+        results = self._cited(order[:top_k], fused, found, live, ready, scores)
+        steps = {
+            step: max(took[step] for took in self.took) for step in ("embed", "dense", "keyword")
+        }
+        took = Took(**steps, fuse=fuse_ms, rerank=rerank_ms, total=clock.total())
+        return self._searched(mode, shared and bool(scores), took, results)
+
+    def _rerankers(self, live: Sequence[int]) -> list[Reranker | None]:
+        """Each base's reranker (None: it has none, or it failed, with its warning); a base
+        whose reranker cannot be shared says so."""
+        rerankers: list[Reranker | None] = [None] * len(self.contexts)
+        found = self.each(live, lambda i: reranker_of(self.contexts[i], self.warnings[i]))
+        for i, reranker in zip(live, found, strict=True):
+            rerankers[i] = reranker
+        if not _shared(rerankers, live):
+            for i in live:
+                if rerankers[i] is not None:
+                    self.warnings[i].append(_not_shared(rerankers[i]))
+        return rerankers
+
+    def _reranked(
+        self,
+        pool: list[Fused],
+        ready: Sequence[Prepared],
+        rerankers: Sequence[Reranker | None],
+        fused: list[Fused],
+    ) -> tuple[dict[tuple[int, int], float], list[Fused]]:
+        """The pool in the rerankers' order, then the rest of the fused list (past the
+        reranker's 50, only when top_k > 50); the fused order for all when any base's reranker
+        failed (its warning says so)."""
+        bases = sorted({f.base for f in pool})
+        answers = self.each(
+            bases,
+            lambda i: rerank_pool(
+                self.contexts[i],
+                rerankers[i],  # type: ignore[arg-type]  # shared: every base has one
+                ready[i].question,
+                [f.hit for f in pool if f.base == i],
+                self.warnings[i],
+            ),
+        )
+        if any(answer is None for answer in answers):
+            return {}, fused
+        scores = {
+            (i, chunk_id): score
+            for i, answer in zip(bases, answers, strict=True)
+            for chunk_id, score in (answer or {}).items()
+        }
+        kept = [f for f in pool if (f.base, f.hit.chunk_id) in scores]
+        order = sorted(kept, key=lambda f: -scores[(f.base, f.hit.chunk_id)])
+        return scores, order + fused[len(pool) :]
+
+    def _holding_first(self, order: list[Fused]) -> list[Fused]:
+        """Each memory base's places among the first HOLDING_WINDOW, its facts that hold first
+        (memory.holding_first); the places themselves, and those past the window, unchanged."""
+        reordered = list(order)
+        for i, ctx in enumerate(self.contexts):
+            if ctx.memory_order is None:
+                continue
+            places = [p for p, f in enumerate(order[:HOLDING_WINDOW]) if f.base == i]
+            hits = ctx.memory_order(ctx.store, [order[p].hit for p in places])
+            for place, hit in zip(places, hits, strict=True):
+                reordered[place] = Fused(i, hit)
+        return reordered
+
+    def _cited(
+        self,
+        top: list[Fused],
+        fused: list[Fused],
+        found: Sequence[Candidates],
+        live: Sequence[int],
+        ready: Sequence[Prepared],
+        scores: dict[tuple[int, int], float],
+    ) -> tuple[Result, ...]:
+        """Step 7 in every base that holds a result, the results in the order they ranked (a
+        chunk removed since it was ranked is not cited)."""
+        dense, words = merged_lists(found)
+        citing = sorted({f.base for f in top})
+        cited = self.each(
+            citing,
+            lambda i: cite(
+                self.contexts[i],
+                ready[i].asked,
+                [f.hit for f in top if f.base == i],
+                [f.hit for f in dense if live[f.base] == i],
+                [f.hit for f in words if live[f.base] == i],
+                [f.hit for f in fused if f.base == i],
+                {c: s for (b, c), s in scores.items() if b == i},
+            ),
+        )
+        by_place = {
+            (i, result.chunk_id): result
+            for i, results in zip(citing, cited, strict=True)
+            for result in results
+        }
+        return tuple(
+            replace(by_place[(f.base, f.hit.chunk_id)], base=self.names[f.base])
+            for f in top
+            if (f.base, f.hit.chunk_id) in by_place
+        )
+
+    def _searched(
+        self, mode: str, reranked: bool, took: Took, results: tuple[Result, ...]
+    ) -> Searched:
+        warnings = tuple(tuple(found) for found in self.warnings)
+        return Searched(mode, reranked, warnings, took, results)
+
+
+def _called(_: int, step: Callable[[], T]) -> T:
+    """A base's step called as it is (a search of one base names no error)."""
+    return step()
+
+
+def _common_fusion(contexts: Sequence[SearchContext]) -> str:
+    """The bases' own fusion when they agree on one, else the default."""
+    own = {ctx.fusion for ctx in contexts}
+    return own.pop() if len(own) == 1 else FUSION
+
+
+def _shared(rerankers: Sequence[Reranker | None], live: Sequence[int]) -> bool:
+    """Whether every base searched has a reranker, all of one model (their scores compare)."""
+    found = [rerankers[i] for i in live]
+    return (
+        bool(found) and all(r is not None for r in found) and len({r.name for r in found if r}) == 1
+    )
+
+
+def _not_shared(reranker: Reranker | None) -> MetisWarning:
+    name = reranker.name if reranker is not None else "its reranker"
+    return MetisWarning(
+        "RERANKER_NOT_SHARED",
+        f"not every base searched has the reranker {name}: the reranker's scores do not compare "
+        "across bases, so results are in the fused order",
+    )
