@@ -28,7 +28,9 @@ from metis_lite.evaluation import beir  # noqa: E402
 HANDBOOK = HERE.parent / "examples" / "handbook"
 FAQUAD = HERE / "fixtures" / "eval" / "faquad_pt"
 
-TEAM = [
+
+TIMELINE = [
+    # (text, stated_at, subject, key)
     ("Ana works on the billing service.", "2026-03-01", "Ana", "ana/work"),
     ("Ana's role is backend engineer.", "2026-06-01", "Ana", "ana/role"),
     ("Ana's role is engineering manager of the platform group.", "2026-09-15", "Ana", "ana/role"),
@@ -36,6 +38,20 @@ TEAM = [
     ("Bruno leads the mobile app team.", "2026-05-01", "Bruno", "bruno/work"),
     ("Carla is based in the Lisbon office.", "2026-02-01", "Carla", None),
 ]
+
+
+def remember_timeline(base: Base) -> None:
+    """A team's facts over a year, some replacing others by key, one by `replaces`."""
+    for text, when, subject, key in TIMELINE:
+        base.remember(text, stated_at=when, subject=subject, key=key)
+    bruno = next(f for f in base.facts()[0] if f.subject == "Bruno")
+    base.remember(
+        "Bruno moved to the data platform team.",
+        stated_at="2026-11-01",
+        subject="Bruno",
+        replaces=[bruno.id],
+    )
+
 
 HANDBOOK_QUESTIONS = (
     "how many holidays do I get",
@@ -60,31 +76,15 @@ def _made(path: Path, attach: Callable[[Base], Base], kind: str = "documents") -
 
 def build(folder: Path, attach: Callable[[Base], Base]) -> dict[str, Path]:
     """The three bases, indexed with the word models `attach` gives a Base."""
-    made = {}
-    handbook = folder / "handbook.db"
-    with _made(handbook, attach) as base:
-        base.add_source(HANDBOOK, name="handbook")
-        base.index()
-    made["handbook"] = handbook
     corpus = folder / "faquad-corpus"
     beir.write_corpus(FAQUAD, corpus)
-    faquad = folder / "faquad.db"
-    with _made(faquad, attach) as base:
-        base.add_source(corpus, name="corpus")
-        base.index()
-    made["faquad"] = faquad
-    team = folder / "team.db"
-    with _made(team, attach, kind="memory") as base:
-        for text, when, subject, key in TEAM:
-            base.remember(text, stated_at=when, subject=subject, key=key)
-        bruno = next(f for f in base.facts()[0] if f.subject == "Bruno")
-        base.remember(
-            "Bruno moved to the data platform team.",
-            stated_at="2026-11-01",
-            subject="Bruno",
-            replaces=[bruno.id],
-        )
-    made["team"] = team
+    made = {name: folder / f"{name}.db" for name in ("handbook", "faquad", "team")}
+    for name, source in (("handbook", HANDBOOK), ("faquad", corpus)):
+        with _made(made[name], attach) as base:
+            base.add_source(source, name="corpus" if name == "faquad" else name)
+            base.index()
+    with _made(made["team"], attach, kind="memory") as base:
+        remember_timeline(base)
     return made
 
 

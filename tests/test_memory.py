@@ -7,6 +7,7 @@ from contextlib import closing
 
 import pytest
 from conftest import words_only_base
+from pipeline_cases import remember_timeline
 from test_rerank import RerankServer
 
 from metis_lite.base.core import Base
@@ -15,31 +16,13 @@ from metis_lite.errors import InvalidRequest
 from metis_lite.records import Filters
 from metis_lite.store.connection import APPLICATION_ID
 
-TIMELINE = [
-    # (text, stated_at, subject, key)
-    ("Ana works on the billing service.", "2026-03-01", "Ana", "ana/work"),
-    ("Ana's role is backend engineer.", "2026-06-01", "Ana", "ana/role"),
-    ("Ana's role is engineering manager of the platform group.", "2026-09-15", "Ana", "ana/role"),
-    ("Ana works on the search team now.", "2026-10-01", "Ana", "ana/work"),
-    ("Bruno leads the mobile app team.", "2026-05-01", "Bruno", "bruno/work"),
-    ("Carla is based in the Lisbon office.", "2026-02-01", "Carla", None),
-]
-
 
 @pytest.fixture(scope="module")
 def memory_file(tmp_path_factory):
     path = tmp_path_factory.mktemp("memory") / "team.db"
     with Base(path, create=True) as base:
         base.configure(kind="memory")
-        for text, when, subject, key in TIMELINE:
-            base.remember(text, stated_at=when, subject=subject, key=key)
-        bruno = next(f for f in base.facts()[0] if f.subject == "Bruno")
-        base.remember(
-            "Bruno moved to the data platform team.",
-            stated_at="2026-11-01",
-            subject="Bruno",
-            replaces=[bruno.id],
-        )
+        remember_timeline(base)
     return path
 
 

@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, wait
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from metis_lite.errors import InvalidRequest
 from metis_lite.models.base import Reranker
@@ -128,21 +128,10 @@ def places_needed(top_k: int, reranking: bool, *, memory: bool = False) -> int:
     return max(need, HOLDING_WINDOW) if memory else need
 
 
-def search(
-    ctx: SearchContext,
-    question: str,
-    *,
-    mode: str = "hybrid",
-    top_k: int = TOP_K,
-    rerank: bool = True,
-    filters: Filters = Filters(),
-    fusion: str | None = None,
-) -> Answer:
-    """Answer a question from one base: the pipeline run over that base alone; `fusion`
-    overrides the base's own."""
-    done = run(
-        (ctx,), question, mode=mode, top_k=top_k, rerank=rerank, filters=filters, fusion=fusion
-    )
+def search(ctx: SearchContext, question: str, **options: Any) -> Answer:
+    """Answer a question from one base: the pipeline run over that base alone, with run()'s
+    options (mode, top_k, rerank, filters, and fusion, which overrides the base's own)."""
+    done = run((ctx,), question, **options)
     return Answer(done.mode, done.reranked, done.warnings[0], done.took, done.results)
 
 
