@@ -207,6 +207,55 @@ def test_nothing_imports_the_command_line():
         assert not any(group_of(t) == "cli" for t in targets), f"{name} imports the CLI"
 
 
+FACES = {
+    "text": ("tokenizer", "languages", "chunking", "plain"),
+    "parsing": ("common", "pdf", "pdf_worker"),
+    "models": ("base", "batching", "prefixes", "registry"),
+    "store": ("connection", "document_file", "files", "pool", "publication", "spec"),
+    "copies": ("backup", "publish"),
+    "indexing": ("ingest",),
+    "retrieval": ("search", "keyword", "bm25", "dense", "memory"),
+    "base": ("core", "multi", "passages"),
+    "evaluation": ("bases", "beir", "metrics", "report", "runner", "saved", "sets", "why"),
+    "service": ("bases", "serialize", "access"),
+    "agents": ("tools", "mcp_server"),
+    "http": ("run",),
+    "cli": (),
+}
+"""Each room's face: the modules another room may import (besides the room itself, its
+`__init__.py`). The others are the room's own, private by package; each room's `__init__.py`
+names its face (docs/architecture.md)."""
+
+
+def room_of(name: str) -> str | None:
+    """The package a module is in (None for the leaves at the package's root)."""
+    top = name.split(".")[0]
+    return top if top in FACES else None
+
+
+def test_a_room_is_entered_by_its_face():
+    entered = sorted(
+        f"{name} imports {target}"
+        for name, targets in GRAPH.items()
+        for target in targets
+        if (room := room_of(target)) is not None
+        and room != room_of(name)
+        and target != room
+        and target.removeprefix(room + ".") not in FACES[room]
+    )
+    assert not entered, "a room's own module imported from outside it: " + "; ".join(entered)
+
+
+def test_every_room_names_its_face():
+    for room, face in FACES.items():
+        doc = (PACKAGE / room / "__init__.py").read_text(encoding="utf-8")
+        said = re.search(r"Its face: (.*?)\.(\s|$)", doc, re.S)
+        assert said is not None, f"metis_lite/{room}/__init__.py does not name its face"
+        named = re.sub(r"\([^)]*\)|the package itself|^none:.*", "", said.group(1), flags=re.S)
+        named = named.rpartition(":")[2]
+        assert set(re.findall(r"\w+", named)) - {"and"} == set(face), room
+
+
 def find_circle(graph: dict[str, set[str]]) -> list[str] | None:
     """Depth-first over the graph: a module met again while it is still being walked closes a
     circle, returned in order (its first module again at the end); None when there is none."""
@@ -304,6 +353,10 @@ def test_an_upward_import_and_a_circle_would_fail(monkeypatch):
     monkeypatch.setitem(GRAPH, "retrieval.dense", GRAPH["retrieval.dense"] | {"retrieval.fusion"})
     with pytest.raises(AssertionError, match="of its own layer"):
         test_groups_of_an_independent_layer_do_not_import_one_another()
+    monkeypatch.undo()
+    monkeypatch.setitem(GRAPH, "base.core", GRAPH["base.core"] | {"retrieval.steps"})
+    with pytest.raises(AssertionError, match="base.core imports retrieval.steps"):
+        test_a_room_is_entered_by_its_face()
     monkeypatch.undo()
     search, base = "retrieval.search", "base.core"
     monkeypatch.setitem(GRAPH, search, GRAPH[search] | {base})

@@ -7,4 +7,6 @@ searched as one (`metis_lite.search_bases`).
     status.py    a Base's status: languages, chunks waiting for vectors, its warnings
     multi.py     search_bases: several Bases' snapshots handed to one search (retrieval/search.py)
     passages.py  passages by address (a document's chunks, its neighbours), for agents
+
+Its face: core, multi and passages.
 """

@@ -13,6 +13,8 @@ Each module adds its commands with `add_parser(commands)`; `build_parser` assemb
 output goes to stdout, progress and warnings to stderr; `--json` prints exactly what the HTTP
 API answers. Exit codes are the same for every command: each error knows its own (errors.py;
 the README's table says when each is given).
+
+Its face: none: nothing imports the command line but `python -m metis_lite`.
 """
 
 from __future__ import annotations

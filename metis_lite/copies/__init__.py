@@ -6,4 +6,6 @@
                 opened of one file (open_copy, reopen)
 
 Following each newest published copy while serving is the service's (service/follow.py).
+
+Its face: backup and publish.
 """

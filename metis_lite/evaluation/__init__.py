@@ -9,6 +9,8 @@
     report.py   a run's report as `eval --json` prints it, and as text
 
 The command line is metis_lite/cli/eval.py (`metis-lite eval`); docs/eval.md says how to use it.
+
+Its face: bases, beir, metrics, report, runner, saved, sets and why.
 """
 
 from metis_lite.evaluation.runner import EvalReport, evaluate, parse_modes

@@ -10,4 +10,6 @@
 
 Nothing below this package imports it. The standard library's `http` is unaffected: inside
 metis_lite this package is `metis_lite.http`.
+
+Its face: run.
 """

@@ -5,4 +5,6 @@ ingest.py      the run: its sources walked, its documents added, changed or remo
 walk.py        a source's files listed (hidden files skipped), each with its kind
 parse_pool.py  the worker processes that parse and chunk files' bytes on every core
 pipeline.py    the run's writing: documents written as they are parsed, vectors alongside
+
+Its face: ingest.
 """

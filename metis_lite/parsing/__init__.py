@@ -7,6 +7,9 @@ Whatever a file holds, `parse` returns a Document or raises ParseError with a sh
 person can act on ("encrypted PDF …", "binary file, not text", "empty file"); no other
 exception escapes for bad input, so one unreadable file never stops an indexing run.
 How each kind is read, and what bounds a hostile file's cost: docs/parsing.md.
+
+Its face: the package itself (parse, kind_of), common, pdf and pdf_worker (the
+parse pool runs PDFs in a process of their own).
 """
 
 from __future__ import annotations

@@ -10,4 +10,7 @@ fusion.py    the two lists fused (relative, or reciprocal rank), read deeper whi
              places asked for could still change
 memory.py    a memory base's order: facts that still hold first
 snippet.py   a citation's snippet and the question's words found in a passage
+
+Its face: search (the pipeline), keyword, bm25, dense and memory (what a Base holds or reads
+of it).
 """

@@ -4,4 +4,6 @@ bases.py      the served bases, kept indexed (or, read-only, followed to each ne
 follow.py     a read-only service's bases followed to each newest published copy
 serialize.py  JSON, made once, for every edge (HTTP, MCP, the CLI's --json)
 access.py     access tokens, compared in constant time
+
+Its face: bases, serialize and access.
 """

@@ -16,6 +16,9 @@ The Store is one class made of a part per concern, each a module of this package
     runs.py       the base's spec, indexing runs, search counts
     publication.py  the mark of a published copy (publish.py) and its rollback journal
     pool.py       a bounded pool of Stores, lent to one borrower at a time (Base uses it)
+
+Its face: the package itself (Store), connection, spec, files, document_file, pool and
+publication.
 """
 
 from __future__ import annotations
