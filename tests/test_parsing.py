@@ -359,12 +359,20 @@ def test_a_pdf_bomb_is_refused_and_costs_only_the_pdfium_worker(ascii85):
 def test_what_the_pdfium_worker_sends_back_is_checked_as_hostile():
     """A worker a file took over could answer anything: only text is taken, and a lone
     surrogate, which no base could store, is replaced."""
-    assert pdf._checked({"pages": ["a\udc80b", 3], "title": "t\ud800"}) == {
+    assert pdf._checked({"pages": ["a\udc80b", 3], "title": "t\ud800", "heading": "h\udc80"}) == {
         "pages": ["a?b", ""],
         "title": "t?",
+        "heading": "h?",
     }
     assert pdf._checked({"refused": "encrypted PDF"}) == {"refused": "encrypted PDF"}
-    for nonsense in ([], {"pages": "x", "title": ""}, {"pages": [], "title": 3}, None):
+    nonsense_answers = (
+        [],
+        {"pages": "x", "title": ""},
+        {"pages": [], "title": 3},
+        {"pages": [], "title": "", "heading": 3},
+        None,
+    )
+    for nonsense in nonsense_answers:
         with pytest.raises(ParseError, match="something other than the text of a PDF"):
             pdf._checked(nonsense)
 

@@ -27,7 +27,8 @@ import threading
 from pathlib import Path
 
 from metis_lite.errors import ParseError
-from metis_lite.parsing.common import collapse, document
+from metis_lite.parsing import titles
+from metis_lite.parsing.common import document
 from metis_lite.parsing.pdf_worker import PDF_MEMORY_BUDGET, read_message, write_message
 from metis_lite.records import Document, Section
 
@@ -50,7 +51,9 @@ _BLANK_RUNS = re.compile(r"\n{3,}")
 
 
 def parse(data: bytes, *, name: str) -> Document:
-    """Read a PDF's pages; the title is its metadata title, else its first line, else `name`.
+    """Read a PDF's pages; the title is its metadata title when a real one, else the largest
+    line of its first page, else its first line, each when it reads as a title, else `name`
+    (titles.py).
 
     Raises ParseError for what cannot be read: not a PDF, damaged beyond repair, encrypted
     with a password, more than PDFium may use to read it, or no text layer on any page.
@@ -70,7 +73,8 @@ def parse(data: bytes, *, name: str) -> Document:
         pages_read = f"{len(pages)} page" + ("s" if len(pages) > 1 else "")
         raise ParseError(f"no text layer on any page ({pages_read}; a scan?)")
     first_line = sections[0].text.split("\n", 1)[0]
-    return document(collapse(answer["title"]) or first_line or name, "pdf", sections)
+    title = titles.choose(answer["title"], (answer["heading"], first_line), name)
+    return document(title, "pdf", sections)
 
 
 def _checked(answer: object) -> dict:
@@ -80,10 +84,11 @@ def _checked(answer: object) -> dict:
         return {"refused": answer["refused"]}
     pages = answer.get("pages") if isinstance(answer, dict) else None
     title = answer.get("title") if isinstance(answer, dict) else None
-    if not isinstance(pages, list) or not isinstance(title, str):
+    heading = answer.get("heading", "") if isinstance(answer, dict) else None
+    if not isinstance(pages, list) or not isinstance(title, str) or not isinstance(heading, str):
         raise ParseError("PDFium's worker answered something other than the text of a PDF")
     valid = [_valid(page) if isinstance(page, str) else "" for page in pages]
-    return {"pages": valid, "title": _valid(title)}
+    return {"pages": valid, "title": _valid(title), "heading": _valid(heading)}
 
 
 def _valid(text: str) -> str:

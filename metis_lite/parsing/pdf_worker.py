@@ -9,7 +9,7 @@ cap aborts PDFium, and with it only this process; the parent reports the file as
 starts another. Nothing but text crosses back: the answer is JSON, never pickle.
 
     parent ─ 8-byte length + the PDF's bytes ─▶ worker (stdin)
-    parent ◀─ 8-byte length + {"pages": [raw text of each page], "title": …}
+    parent ◀─ 8-byte length + {"pages": [raw text of each page], "title": …, "heading": …}
                               or {"refused": reason} ─ worker (stdout)
 
 Run as `python -m metis_lite.parsing.pdf_worker [CAP_BYTES]`; it answers until its stdin closes.
@@ -42,8 +42,9 @@ EOF_WITHIN = 1024
 
 
 def read_pages(data: bytes) -> dict:
-    """{"pages": [each page's raw text, "" for none], "title": metadata title} of a PDF, or
-    {"refused": why} for one PDFium cannot open."""
+    """{"pages": [each page's raw text, "" for none], "title": metadata title, "heading": the
+    largest-font line of its first page with text} of a PDF, or {"refused": why} for one
+    PDFium cannot open."""
     import pypdfium2 as pdfium
     import pypdfium2.raw as pdfium_c
 
@@ -52,7 +53,10 @@ def read_pages(data: bytes) -> dict:
     except pdfium.PdfiumError as exc:
         return {"refused": _load_error(getattr(exc, "err_code", None), str(exc), data, pdfium_c)}
     try:
-        return {"pages": [_page_text(pdf, n) for n in range(len(pdf))], "title": _title(pdf)}
+        pages = [_page_text(pdf, n) for n in range(len(pdf))]
+        first = next((n for n, text in enumerate(pages) if text.strip()), None)
+        heading = _largest_line(pdf, first) if first is not None else ""
+        return {"pages": pages, "title": _title(pdf), "heading": heading}
     finally:
         pdf.close()
 
@@ -74,6 +78,66 @@ def _page_text(pdf, number: int) -> str:
         return ""
     finally:
         page.close()
+
+
+HEADING_LINES_MAX = 3
+"""A title set in a large font may wrap: up to this many lines of its size are read as one."""
+
+HEADING_CHARS_READ = 20_000
+"""Only the first characters of a page are looked at for its largest line (a title is at its
+top; a page of 100,000 characters costs no 100,000 font look-ups)."""
+
+
+def _largest_line(pdf, number: int) -> str:
+    """The line of page `number` set in the largest font, if larger than the page's body text
+    (the size most of its characters have), with the lines right after it in that size."""
+    import pypdfium2 as pdfium
+    import pypdfium2.raw as pdfium_c
+
+    try:
+        page = pdf[number]
+        textpage = page.get_textpage()
+    except pdfium.PdfiumError:
+        return ""
+    try:
+        lines: list[tuple[str, float]] = []
+        chars: list[str] = []
+        size = 0.0
+        for index in range(min(pdfium_c.FPDFText_CountChars(textpage.raw), HEADING_CHARS_READ)):
+            code = pdfium_c.FPDFText_GetUnicode(textpage.raw, index)
+            if code in (10, 13):
+                if "".join(chars).strip():
+                    lines.append(("".join(chars), size))
+                chars, size = [], 0.0
+                continue
+            chars.append(chr(code) if 0 < code < 0x110000 else " ")
+            if not chr(code).isspace():
+                size = max(size, round(pdfium_c.FPDFText_GetFontSize(textpage.raw, index), 1))
+        if "".join(chars).strip():
+            lines.append(("".join(chars), size))
+    finally:
+        textpage.close()
+        page.close()
+    return _largest(lines)
+
+
+def _largest(lines: list[tuple[str, float]]) -> str:
+    if not lines:
+        return ""
+    weight: dict[float, int] = {}
+    for text, size in lines:
+        weight[size] = weight.get(size, 0) + len(text)
+    body = max(weight, key=lambda s: (weight[s], -s))
+    top = max(size for _, size in lines)
+    if top <= body:
+        return ""
+    start = next(n for n, (_, size) in enumerate(lines) if size == top)
+    kept = [lines[start][0]]
+    for text, size in lines[start + 1 : start + HEADING_LINES_MAX]:
+        if size != top:
+            break
+        kept.append(text)
+    return " ".join(" ".join(kept).split())
 
 
 def _title(pdf) -> str:
