@@ -874,14 +874,44 @@ def test_the_oracle_takes_and_refuses_bodies_written_by_hand():
     assert (parsed.question, parsed.bases, parsed.top_k, parsed.mode) == ("q", ("a",), 3, "hybrid")
 
 
-def test_any_body_is_answered_or_refused_never_500(in_process):
+REFUSALS = {400: "INVALID_REQUEST", 404: "BASE_NOT_FOUND", 503: "EMBEDDING_MODEL_UNAVAILABLE"}
+"""The error each refusal of a search says."""
+
+
+def expected_status(path: str, body: dict) -> int:
+    """The one status the in-process server over `small` (searched by words only: its model
+    never answers, no chunk has a vector) must answer `body` at `path` with: 400 for what is
+    not JSON or not the contract's request (openapi.yaml, the oracle decode is checked against
+    above), 404 for a base it does not serve, 503 for a search by meaning of a question
+    (a blank one is answered, EMPTY_QUESTION), else 200."""
+    try:
+        json.dumps(body, allow_nan=False)
+    except ValueError:  # NaN or infinity: not JSON
+        return 400
+    many = path == "/v1/search"
+    if not _contract("SearchBasesRequest" if many else "SearchRequest").is_valid(body):
+        return 400
+    if many and set(body["bases"]) - {"small"}:
+        return 404
+    if body.get("mode") == "dense" and body["question"].strip():
+        return 503
+    return 200
+
+
+def test_any_body_gets_the_one_status_it_must(in_process):
     server = in_process()
     optional = {k: v for k, v in FIELD_VALUES.items() if k != "question"}
+    statuses: set[int] = set()
 
     @settings(
-        max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+        max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
     )
     @given(body=st.fixed_dictionaries({"question": st.text(max_size=40)}, optional=optional))
+    @example(body={"question": "travel", "mode": "keyword", "top_k": 3})
+    @example(body={"question": "travel", "mode": "dense", "bases": ["small"]})
+    @example(body={"question": " ", "mode": "dense", "bases": ["small"]})
+    @example(body={"question": "travel", "bases": ["small", "other"]})
+    @example(body={"question": "travel", "top_k": 0, "bases": ["other"]})
     def ask(body):
         for path in ("/v1/bases/small/search", "/v1/search"):
             response = http.post(
@@ -890,11 +920,15 @@ def test_any_body_is_answered_or_refused_never_500(in_process):
                 headers={"Content-Type": "application/json"},
                 timeout=30,
             )
-            assert response.status_code in (200, 400, 404, 503), response.text
-            if response.status_code != 200:
+            expected = expected_status(path, body)
+            statuses.add(expected)
+            assert response.status_code == expected, (path, body, response.text)
+            if expected != 200:
                 assert set(response.json()) == {"error"}
+                assert error_code(response) == REFUSALS[expected]
 
     ask()
+    assert statuses == {200, 400, 404, 503}  # every outcome was met, each where it must be
 
 
 def test_bases_say_when_the_embedding_model_cannot_read_them(small_base, tmp_path):

@@ -220,3 +220,84 @@ def test_concurrent_syncs_beside_removals_never_keep_a_removed_chunks_vector(sto
     assert index.count == len(held) == 4
     found = {h.chunk_id for h in index.search(unit(rng, 1)[0], 100)}
     assert found == held
+
+
+# -- one cosine per chunk: ties, identical vectors, top_k at the number of chunks ------------
+
+
+def identical_index(store, rows: int, every: int, dim: int = DIM, seed: int = 8):
+    """An index of `rows` chunks where every `every`-th row holds one same vector (the rest
+    random), and a question: the chunk ids of the identical rows, and the index."""
+    rng = np.random.default_rng(seed)
+    ids = add_document(store, "a.md", rows)
+    vecs = rng.standard_normal((rows, dim)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    vecs[::every] = vecs[0]
+    store.put_vectors("m", zip(ids, vecs, strict=True))
+    index = VectorIndex("m")
+    index.sync(store)
+    query = rng.standard_normal(dim).astype(np.float32)
+    return ids[::every], index, query / np.linalg.norm(query)
+
+
+@pytest.mark.parametrize(("rows", "every", "dim"), [(17, 2, 384), (300, 3, DIM), (1000, 7, 64)])
+def test_identical_vectors_get_one_cosine_the_one_fusion_reads(store, rows, every, dim):
+    """A float32 product over the whole matrix rounds a row by its block of rows: identical
+    vectors got cosines a rounding apart, ranked by their place. Each chunk has one cosine,
+    the same in the list as in `cosines` (which fusion scores by), to the bit, whatever the
+    depth; identical chunks are listed together, by chunk id."""
+    same, index, query = identical_index(store, rows, every, dim)
+    for n in (rows // 2, rows - 1, rows, rows + 1):
+        hits = index.search(query, n)
+        listed = {h.chunk_id: h.score for h in hits}
+        looked_up = index.cosines(query, list(reversed(listed)))
+        assert looked_up == listed  # every bit of every cosine
+        mine = [h for h in hits if h.chunk_id in same]
+        assert len({h.score for h in mine}) <= 1
+        assert [h.chunk_id for h in mine] == sorted(h.chunk_id for h in mine)
+        ranks = [h.rank for h in mine]  # together: no other chunk between them
+        assert not ranks or ranks == list(range(ranks[0], ranks[0] + len(ranks)))
+    alone = index.cosines(query, [same[-1]])[same[-1]]
+    assert {h.score for h in index.search(query, rows) if h.chunk_id in same} == {alone}
+
+
+@pytest.mark.parametrize("extra", [-1, 0, 1])
+def test_a_list_as_long_as_the_base_is_the_base_in_cosine_order(store, extra):
+    """top_k at the number of chunks (one less, as many, one more): every chunk once, best
+    first by cosine, ties by chunk id; the shorter list is the longer's first places."""
+    rng = np.random.default_rng(9)
+    ids = add_document(store, "a.md", 60)
+    levels = np.array([0.9, 0.5, 0.5, 0.1], dtype=np.float32)
+    vecs = np.zeros((60, DIM), dtype=np.float32)  # four cosines only: ties everywhere
+    vecs[:, 0] = levels[rng.integers(0, 4, 60)]
+    vecs[:, 1] = np.sqrt(1 - vecs[:, 0] ** 2)
+    store.put_vectors("m", zip(ids, vecs, strict=True))
+    index = VectorIndex("m")
+    index.sync(store)
+    query = np.eye(DIM, dtype=np.float32)[0]
+    hits = index.search(query, 60 + extra)
+    assert len(hits) == min(60, 60 + extra) and [h.rank for h in hits] == list(
+        range(1, len(hits) + 1)
+    )
+    cosine_of = dict(zip(ids, (float(c) for c in vecs[:, 0].astype(np.float64)), strict=True))
+    expected = sorted(ids, key=lambda c: (-cosine_of[c], c))[: len(hits)]
+    assert [h.chunk_id for h in hits] == expected
+    assert [h.score for h in hits] == [cosine_of[c] for c in expected]
+    fewer = index.search(query, 59)
+    assert [h.chunk_id for h in fewer] == [h.chunk_id for h in hits][:59]
+
+
+def test_removed_rows_never_fill_a_list_longer_than_the_living(store):
+    rng = np.random.default_rng(10)
+    keep = add_document(store, "keep.md", 5)
+    gone = add_document(store, "gone.md", 3)
+    vectors = unit(rng, 8)
+    store.put_vectors("m", zip(keep + gone, vectors, strict=True))
+    index = VectorIndex("m")
+    index.sync(store)
+    store.remove_document(store.documents_of(1)["gone.md"].id)
+    index.sync(store)
+    query = unit(rng, 1)[0]
+    living = dict(zip(keep, vectors[:5], strict=True))
+    for n in (4, 5, 6, 8):
+        assert [h.chunk_id for h in index.search(query, n)] == brute_force(living, query, n)

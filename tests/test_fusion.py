@@ -262,3 +262,108 @@ def test_fused_scores_are_between_0_and_1_best_first(base):
     assert all(0.0 <= s <= 1.0 + 1e-12 for s in scores)
     assert scores == sorted(scores, reverse=True)
     assert ranking.certain == len(ranking.hits)  # read to the end: every place is the base's
+
+
+# -- ties: by cosine, then chunk id; lists past the base's mean; top_k at the base's size ---
+
+
+def test_a_list_by_meaning_past_the_bases_mean_stays_in_cosine_order():
+    # Every cosine at or below `unrelated` scores 0 by meaning: they tied, and came by chunk id
+    # (dense ranks 26, 28, 37… of the handbook, 27 missing). They come by cosine, to the end.
+    dense = scored((9, 0.95), (3, 0.77), (1, 0.76), (7, 0.75), (2, 0.75), (5, 0.6))
+    fused = relative(dense, [], full=0.0, unrelated=0.78)
+    assert [h.chunk_id for h in fused] == [9, 3, 1, 2, 7, 5]  # 7 and 2: one cosine, by id
+    assert [h.score for h in fused][1:] == [0.0] * 5
+
+
+def test_fused_ties_break_by_cosine_before_chunk_id():
+    # relative: a chunk of the words only (no vector) and two of meaning 0 and the same words.
+    dense = scored((30, 0.70), (20, 0.60))
+    words = scored((10, 2.0), (20, 2.0), (30, 2.0))
+    fused = relative(dense, words, full=2.0, unrelated=0.80, bm25={30: 2.0, 20: 2.0})
+    assert [h.chunk_id for h in fused] == [30, 20, 10]  # one score: by cosine, none last
+    assert len({h.score for h in fused}) == 1
+    # rrf: first by meaning and second by words, against the other way round: one score.
+    one = Candidates(
+        depth=0,
+        dense=tuple(scored((8, 0.9), (4, 0.8))),
+        words=tuple(scored((4, 5.0), (8, 4.0))),
+        model="m",
+    )
+    ranking = fuse([one], fusion="rrf")
+    assert [f.hit.chunk_id for f in ranking.hits] == [8, 4]
+    assert ranking.hits[0].hit.score == ranking.hits[1].hit.score
+
+
+def test_a_list_by_meaning_read_past_the_mean_is_not_read_deeper():
+    # 50 chunks well above the crowd, 450 in it: the mean is 0.59. top_k 100 reads 400 deep;
+    # places 96 to 400 score 0, and come by cosine, above every chunk not read: certain.
+    cosines = {c: 0.95 for c in range(50)}
+    cosines |= {c: 0.5 + 0.1 * (c - 50) / 449 for c in range(50, 500)}
+    depths: list[int] = []
+    read = reader(cosines, {}, 1.0)
+
+    def counted(depth: int) -> list[Candidates]:
+        depths.append(depth)
+        return read(depth)
+
+    _, ranking = deepened(counted, depth=candidates(100), need=100)
+    assert depths == [400] and ranking.certain >= 100
+    order = [f.hit.chunk_id for f in ranking.hits[:100]]
+    assert order == sorted(cosines, key=lambda c: (-cosines[c], c))[:100]
+
+
+def test_a_list_by_meaning_cut_by_the_snapshot_is_read_deeper():
+    # The shared vectors hold chunks newer than the search's snapshot, closest of all: dropped
+    # from its list, they left it shorter than it was read. It did not run out (dense_last).
+    snapshot = {c: 0.5 + c / 100 for c in range(20)}
+    newer = {100 + c: 0.99 for c in range(6)}
+
+    def read(depth: int) -> list[Candidates]:
+        every = {**snapshot, **newer}
+        listed = sorted(every, key=lambda c: (-every[c], c))[:depth]
+        kept = [c for c in listed if c in snapshot]
+        return [
+            Candidates(
+                depth=depth,
+                dense=tuple(scored(*((c, snapshot[c]) for c in kept))),
+                cosine={c: snapshot[c] for c in kept},
+                unrelated=0.6,
+                vectors=26,
+                model="m",
+                dense_last=Hit(listed[-1], every[listed[-1]], len(listed)),
+            )
+        ]
+
+    assert read(5)[0].dense == () and read(5)[0].dense_more
+    _, ranking = deepened(read, depth=5, need=5)
+    assert [f.hit.chunk_id for f in ranking.hits[:5]] == [19, 18, 17, 16, 15]
+
+
+@st.composite
+def ties(draw):
+    """A base of few distinct cosines and BM25 scores: most fused scores tie."""
+    n = draw(st.integers(2, 80))
+    cosines = draw(st.lists(st.sampled_from([0.6, 0.7, 0.8, 0.9]), min_size=n, max_size=n))
+    bm25 = draw(st.lists(st.sampled_from([None, 1.0, 2.0]), min_size=n, max_size=n))
+    return (
+        {c: cosines[c] for c in range(n)},
+        {c: b for c, b in enumerate(bm25) if b is not None},
+        2.0,
+    )
+
+
+@PROPERTIES
+@given(ties(), st.sampled_from(["relative", "rrf"]))
+def test_top_k_at_the_bases_size_gives_every_chunk_once_in_the_one_order(base, fusion):
+    # top_k one less than the chunks, as many, one more: the same order, each a prefix of the
+    # next; equal scores by cosine (a chunk without one last), then by chunk id.
+    cosines = base[0]
+    n = len(cosines)
+    read = reader(*base)
+    orders = {k: first(read, k, fusion) for k in (n - 1, n, n + 1)}
+    assert orders[n] == orders[n + 1] and orders[n - 1] == orders[n][:-1]
+    assert sorted(orders[n]) == sorted(cosines)
+    placed = fuse(read(n + 1), fusion=fusion).hits
+    keys = [(-f.hit.score, -cosines[f.hit.chunk_id], f.hit.chunk_id) for f in placed]
+    assert keys == sorted(keys)

@@ -38,9 +38,19 @@ def holds(result) -> bool:
     return result.fact.holds
 
 
-def assert_holding_first(results):
-    states = [holds(r) for r in results]
+def assert_holding_first(results, *, reranked: bool = False):
+    """Among the results related to the question (a fused score above 0), what holds first;
+    unreranked, the unrelated (fused 0) after them all, in the order of their cosines (a
+    reranker's order keeps them where it put them)."""
+    related = [r for r in results if r.scores.fused > 0]
+    states = [holds(r) for r in related]
     assert states == sorted(states, reverse=True), states
+    if reranked:
+        return
+    unrelated = results[len(related) :]
+    assert all(r.scores.fused == 0 for r in unrelated)
+    cosines = [r.scores.dense for r in unrelated if r.scores.dense is not None]
+    assert cosines == sorted(cosines, reverse=True)
 
 
 def test_replacement_by_key_and_explicitly(team):
@@ -67,7 +77,7 @@ def test_what_holds_comes_first_in_every_mode(team, mode, rerank):
             team.configure(reranker={"provider": "tei", "url": server.url})
         answer = team.search("what does Ana work on", mode=mode)
         assert answer.reranked == rerank
-        assert_holding_first(answer.results)
+        assert_holding_first(answer.results, reranked=rerank)
         texts = [r.text for r in answer.results]
         assert "Ana works on the billing service." in texts  # the old fact is still found, below
         if mode != "keyword":
@@ -75,6 +85,21 @@ def test_what_holds_comes_first_in_every_mode(team, mode, rerank):
     finally:
         if server:
             server.close()
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "dense"])
+@pytest.mark.parametrize("fusion", ["relative", "rrf"])
+def test_an_unrelated_fact_that_holds_never_comes_before_a_related_one_replaced(team, mode, fusion):
+    """Holding is no relevance: "Carla is based in the Lisbon office." (fused 0.0000 to a
+    question on Ana) came before "Ana works on the billing service.", which answers it."""
+    answer = team.search("what does Ana work on", mode=mode, fusion=fusion, top_k=10)
+    texts = [r.text for r in answer.results]
+    old = texts.index("Ana works on the billing service.")
+    assert texts.index("Ana works on the search team now.") == 0
+    for result in answer.results[old + 1 :]:
+        assert result.scores.fused < answer.results[old].scores.fused or not holds(result)
+    assert all(r.scores.fused > 0 for r in answer.results[: old + 1])
+    assert_holding_first(answer.results)
 
 
 def test_an_old_role_is_still_found(team):

@@ -3,11 +3,16 @@ and the README's Python example runs as written."""
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
+import inspect
 import re
 import subprocess
 import sys
 
+import pytest
 from conftest import ROOT
+from test_layers import FACES
 
 import metis_lite
 
@@ -15,12 +20,43 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 PYTHON_BLOCK = re.compile(r"```python\n(.*?)```", re.S)
 
 
+KINDS = {"Base": "class", "MetisError": "error", "search_bases": "function"}
+"""What each public name is that is not a record (a frozen dataclass crossing module lines)."""
+
+EDGES = ("metis_lite.http", "metis_lite.agents.mcp_server", "metis_lite.cli", "metis_lite.__main__")
+
+
 def test_all_is_sorted_and_every_name_imports():
     assert metis_lite.__all__ == sorted(metis_lite.__all__)
-    for name in metis_lite.__all__:
-        assert getattr(metis_lite, name) is not None
+    assert set(metis_lite.__all__) == {*metis_lite._EXPORTS, "__version__"}
     assert {"Answer", "Base", "Filters", "MetisError"} <= set(metis_lite.__all__)
-    assert issubclass(metis_lite.MetisError, Exception)
+
+
+@pytest.mark.parametrize("name", sorted(metis_lite._EXPORTS))
+def test_each_public_name_is_the_one_its_module_defines_and_of_its_kind(name):
+    """The name is the very object of the face module named for it, defined in that module's
+    room (a re-export from a room's own module is its room's), never on an edge, and what
+    users read it as: a record is a frozen dataclass, an error an Exception."""
+    module = metis_lite._EXPORTS[name]
+    value = getattr(metis_lite, name)
+    assert value is getattr(importlib.import_module(module), name)
+    defined = value.__module__
+    room, _, face = module.removeprefix("metis_lite.").rpartition(".")
+    if room:  # a room's face module, the name defined in that room
+        assert face in FACES[room], (name, module)
+        assert defined.startswith(f"metis_lite.{room}."), (name, defined)
+    else:  # a leaf: defined there
+        assert defined == module, (name, defined)
+    assert not defined.startswith(EDGES) and not module.startswith(EDGES), (name, module)
+    kind = KINDS.get(name, "record")
+    if kind == "function":
+        assert inspect.isfunction(value), name
+    elif kind == "error":
+        assert inspect.isclass(value) and issubclass(value, Exception), name
+    else:
+        assert inspect.isclass(value) and not issubclass(value, BaseException), name
+    if kind == "record":
+        assert dataclasses.is_dataclass(value) and value.__dataclass_params__.frozen, name
 
 
 def test_an_unknown_name_is_an_attribute_error():

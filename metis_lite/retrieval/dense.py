@@ -5,6 +5,13 @@ The vectors of the base's model are read into one float32 matrix when a base ope
 connection writes: new rows appended, removed chunks masked, the matrix compacted when a
 quarter of it is dead. Rows are L2-normalised, so a dot product is the cosine.
 
+One cosine per chunk, the one that orders and the one shown: a float32 product over the whole
+matrix is fast, but BLAS sums a row by blocks of rows, so two identical vectors in different rows
+can get cosines a rounding apart (and tie-break by their place). The product only finds the
+candidates: every row within ROUNDING of the n-th best, and each of them is then summed alone in
+float64 (`exact_cosines`), the same sum `cosines` gives fusion, to the bit. The list is ordered
+by those, ties by the lower chunk id.
+
 A search may read its list deeper than it first did (fusion.deepened): the cosines of its last
 question are kept until the next question or change of the matrix, so reading deeper costs a
 partition of them, never a second pass over the matrix.
@@ -31,6 +38,12 @@ PARTITION_AHEAD = 4
 that fusion makes of the same question (twice as deep each time) are mostly a slice of them:
 one partition of the cosines (~1 ms at 100,000 rows) for two reads."""
 
+ROUNDING = 2.0**-23
+"""A float32 dot product of d terms lies within d × ROUNDING × |query| × |row| of the exact one
+(twice float32's unit roundoff per term: whatever order BLAS sums in, with room for the float64
+sum it is compared with). Rows whose product is further than twice that below the n-th best
+cannot be among the n best by their exact cosine."""
+
 
 class VectorIndex:
     """The base's vectors of one model as a matrix, and the exact top-n search over it."""
@@ -49,7 +62,9 @@ class VectorIndex:
         self._version = 0  # changes with every change of the rows (the kept cosines' key)
         self._kept: tuple[bytes, int, np.ndarray | None, np.ndarray, np.ndarray | None] | None
         self._kept = None  # the last question's cosines: (query, version, allowed, scores, rows)
-        self._kept_order = np.empty(0, dtype=np.int64)  # their best rows, best first
+        self._kept_order = np.empty(0, dtype=np.int64)  # their best rows by product, best first
+        self._kept_finite = 0  # how many of the kept cosines are of live rows (finite)
+        self._norm_max = 0.0  # the largest norm of a row ever held (ROUNDING's |row|)
         self._cosines_of: tuple[bytes, int] | None = None  # the question `cosines` answered
         self._cosines: dict[int, float] = {}  # and each chunk's cosine it computed, float64
         self.dimension: int | None = None
@@ -88,6 +103,8 @@ class VectorIndex:
             self.dimension = dimension
             self._matrix = np.empty((0, dimension), dtype=np.float32)
         vectors = blob.view("<f4").reshape(len(ids), dimension)
+        norms = np.sqrt(np.square(vectors, dtype=np.float64).sum(axis=1))
+        self._norm_max = max(self._norm_max, float(norms.max()))
         needed = self._size + len(ids)
         if needed > len(self._matrix):
             capacity = max(needed, int(len(self._matrix) * GROWTH), 1024)
@@ -115,7 +132,8 @@ class VectorIndex:
         self._row_of = {chunk_id: row for row, chunk_id in enumerate(self._ids.tolist())}
 
     def search(self, query: np.ndarray, n: int, *, allowed: np.ndarray | None = None) -> list[Hit]:
-        """The n chunks closest to `query` (cosine), best first, among `allowed` chunk ids if given."""
+        """The n chunks closest to `query` (cosine), best first, among `allowed` chunk ids if
+        given: ordered by their exact cosines (`exact_cosines`), ties by the lower chunk id."""
         with self._lock:
             if self._size == 0 or n <= 0:
                 return []
@@ -123,20 +141,41 @@ class VectorIndex:
             scores, rows = self._scores(query, allowed)
             if not len(scores):
                 return []
-            best = self._best(scores, n)
+            best, exact = self._best(scores, rows, query, n)
             chunk_ids = self._ids[best if rows is None else rows[best]]
             return [
-                Hit(chunk_id=int(c), score=float(scores[i]), rank=rank)
-                for rank, (c, i) in enumerate(zip(chunk_ids, best, strict=True), start=1)
-                if np.isfinite(scores[i])
+                Hit(chunk_id=c, score=s, rank=rank)
+                for rank, (c, s) in enumerate(
+                    zip(chunk_ids.tolist(), exact.tolist(), strict=True), start=1
+                )
             ]
 
-    def _best(self, scores: np.ndarray, n: int) -> np.ndarray:
-        """top_n of the kept cosines, read from the best PARTITION_AHEAD × n found for this
-        question when a read before it went that deep (the lock is held)."""
-        if len(self._kept_order) < min(n, len(scores)):
-            self._kept_order = top_n(scores, PARTITION_AHEAD * n)
-        return self._kept_order[:n]
+    def _best(
+        self, scores: np.ndarray, rows: np.ndarray | None, query: np.ndarray, n: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(the indexes into `scores` of the n best by exact cosine, best first, ties by chunk
+        id; those cosines): the float32 product's best, and every row whose product is within
+        twice ROUNDING's bound of the n-th of them, summed again one row at a time. The product's
+        order is kept PARTITION_AHEAD × as deep as asked, so a deeper read of the same question
+        is mostly a slice of it (the lock is held)."""
+        n = min(n, self._kept_finite)
+        if n <= 0:
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64)
+        if len(self._kept_order) < n:
+            order = top_n(scores, PARTITION_AHEAD * n)
+            self._kept_order = order[np.isfinite(scores[order])]  # never a dead row, nor NaN
+        kept = self._kept_order
+        slack = len(query) * ROUNDING * float(np.linalg.norm(query)) * self._norm_max
+        floor = scores[kept[n - 1]] - 2.0 * slack
+        within = int(np.searchsorted(-scores[kept], -floor, side="right"))
+        if within < len(kept) or len(kept) == self._kept_finite:
+            pool = kept[:within]
+        else:  # the kept order ends within the bound: every row near it counts
+            pool = np.flatnonzero(scores >= floor)
+        matrix_rows = pool if rows is None else rows[pool]
+        exact = exact_cosines(self._matrix[matrix_rows], query)
+        best = np.lexsort((self._ids[matrix_rows], -exact))[:n]
+        return pool[best], exact[best]
 
     def _scores(
         self, query: np.ndarray, allowed: np.ndarray | None
@@ -160,12 +199,14 @@ class VectorIndex:
             scores = self._matrix[rows] @ query if len(rows) else np.empty(0, np.float32)
         self._kept = (key, self._version, allowed, scores, rows)
         self._kept_order = np.empty(0, dtype=np.int64)
+        self._kept_finite = int(np.count_nonzero(np.isfinite(scores)))
         return scores, rows
 
     def cosines(self, query: np.ndarray, chunk_ids: Sequence[int]) -> dict[int, float]:
-        """The cosine of each of `chunk_ids` that has a vector, in float64, each row summed on
-        its own: a chunk's cosine is the same to the last bit whatever the other chunks (fusion
-        scores a chunk alike in any window, and in a base alone or among several)."""
+        """The cosine of each of `chunk_ids` that has a vector (`exact_cosines`): a chunk's
+        cosine is the same to the last bit whatever the other chunks, and the one `search`
+        lists it with (fusion scores a chunk alike in any window, and in a base alone or among
+        several)."""
         with self._lock:
             key = (np.asarray(query, dtype=np.float32).tobytes(), self._version)
             if self._cosines_of != key:  # those of the last question are kept, as its scores
@@ -177,8 +218,8 @@ class VectorIndex:
                 if c not in known and (r := self._row_of.get(c)) is not None
             ]
             if found:
-                rows = self._matrix[[r for _, r in found]].astype(np.float64)
-                values = (rows * np.asarray(query, dtype=np.float64)).sum(axis=1)
+                rows = self._matrix[[r for _, r in found]]
+                values = exact_cosines(rows, np.asarray(query, dtype=np.float32))
                 known.update(zip((c for c, _ in found), values.tolist(), strict=True))
             return {c: known[c] for c in chunk_ids if c in known}
 
@@ -197,6 +238,14 @@ class VectorIndex:
                     total -= used[dead].sum(axis=0, dtype=np.float64)
                 self._centroid = total / len(self._row_of)
             return float(self._centroid @ np.asarray(query, dtype=np.float64))
+
+
+def exact_cosines(rows: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """Each float32 row's dot product with the float32 `query`, in float64, each row summed on
+    its own (NumPy's pairwise sum along one row depends on that row alone): identical vectors
+    get identical cosines wherever they lie in the matrix, and a chunk the same cosine in the
+    list by meaning as in fusion's look-ups."""
+    return np.multiply(rows, query.astype(np.float64), dtype=np.float64).sum(axis=1)
 
 
 def top_n(scores: np.ndarray, n: int) -> np.ndarray:

@@ -37,11 +37,15 @@ own word statistics; a share of the question compares across bases where a raw B
 Bases whose models differ cannot compare cosines: each is fused alone and the bases take turns,
 by reciprocal rank (docs/how-search-works.md, "Several bases").
 
-Ties: a higher score first, then the base given first, then the lower chunk id.
+Ties: a higher score first, then the higher cosine (a chunk without one last), then the base
+given first, then the lower chunk id. Under `relative` every cosine at or below `unrelated`
+scores 0 by meaning: a list by meaning read past the base's mean stays in the order of its
+cosines to its end, never in the order of its chunk ids.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -81,11 +85,27 @@ class Candidates:
     """What the question's cosines compare within: the label of the vectors it was compared
     with and the prefixes of the question and the chunks (search.embedding_space); None: no
     search by meaning."""
+    dense_last: Hit | None = None
+    """The last place the search by meaning read, before the chunks the search's snapshot lacks
+    were dropped from `dense` (its rank: how many it read; its score: the most an unread chunk
+    can have). None: `dense` is the whole read."""
 
     @property
     def dense_more(self) -> bool:
-        """Whether a deeper read could find more by meaning."""
-        return self.depth > 0 and len(self.dense) >= self.depth
+        """Whether a deeper read could find more by meaning: the read filled its depth, counted
+        before the snapshot's drops (a list cut by them is not a list that ran out)."""
+        read = self.dense_last.rank if self.dense_last is not None else len(self.dense)
+        return self.depth > 0 and read >= self.depth
+
+    def last_cosine(self) -> float | None:
+        """The most a chunk the search by meaning did not read can have as cosine: the last
+        place read's (None: it read every chunk with a vector)."""
+        if not self.dense_more:
+            return None
+        if self.dense_last is not None:
+            return self.dense_last.score
+        last = self.dense[-1]
+        return self.cosine.get(last.chunk_id, last.score)
 
     @property
     def words_more(self) -> bool:
@@ -178,13 +198,19 @@ def _share(bm25: float, full: float) -> float:
 
 
 def _rrf(found: Sequence[Candidates]) -> Ranking:
-    """Reciprocal ranks over the bases' lists merged (merged_lists)."""
+    """Reciprocal ranks over the bases' lists merged (merged_lists); ties by cosine (those of
+    the list by meaning, and those looked up), then as `_ranked` says."""
     scores: dict[tuple[int, int], float] = {}
     for merged in merged_lists(found):
         for f in merged:
             key = (f.base, f.hit.chunk_id)
             scores[key] = scores.get(key, 0.0) + 1.0 / (RRF_K + f.hit.rank)
-    hits = _ranked(scores)
+    cosines = {
+        (b, chunk_id): cosine
+        for b, c in enumerate(found)
+        for chunk_id, cosine in {**{h.chunk_id: h.score for h in c.dense}, **c.cosine}.items()
+    }
+    hits = _ranked(scores, cosines)
     return Ranking(tuple(hits), len(hits))
 
 
@@ -249,26 +275,56 @@ def relative(
 def _relative(found: Sequence[Candidates]) -> Ranking:
     scale = Scale.of(found)
     scores: dict[tuple[int, int], float] = {}
-    bound = 0.0
+    cosines: dict[tuple[int, int], float | None] = {}
     for b, c in enumerate(found):
         for chunk_id in dict.fromkeys([h.chunk_id for h in c.dense + c.words]):
-            scores[(b, chunk_id)] = scale.score(
-                c.cosine.get(chunk_id), c.bm25.get(chunk_id), c.full
-            )
-        bound = max(bound, _bound(c, scale))
-    hits = _ranked(scores)
+            cosine = c.cosine.get(chunk_id)
+            scores[(b, chunk_id)] = scale.score(cosine, c.bm25.get(chunk_id), c.full)
+            cosines[(b, chunk_id)] = cosine
+    hits = _ranked(scores, cosines)
     if not any(c.dense_more or c.words_more for c in found):
         return Ranking(tuple(hits), len(hits))
-    certain = next((n for n, f in enumerate(hits) if f.hit.score <= bound + SCORE_NOISE), len(hits))
+    unread = Unread.of(found, scale)
+    certain = next(
+        (n for n, f in enumerate(hits) if not unread.behind(f, cosines[(f.base, f.hit.chunk_id)])),
+        len(hits),
+    )
     return Ranking(tuple(hits), certain)
+
+
+@dataclass(frozen=True)
+class Unread:
+    """The most a chunk outside every list can have: its fused score at most `score` (what the
+    lists' last places score where a list was read to its depth; a list that ended sooner holds
+    all it can find), and, where that is 0, its cosine at most `cosine` (None: it has none)."""
+
+    score: float
+    cosine: float | None
+
+    @classmethod
+    def of(cls, found: Sequence[Candidates], scale: Scale) -> Unread:
+        score = max((_bound(c, scale) for c in found), default=0.0)
+        cosine = max((v for c in found if (v := c.last_cosine()) is not None), default=None)
+        return cls(score, cosine)
+
+    def behind(self, place: Fused, cosine: float | None) -> bool:
+        """Whether every unread chunk comes after this place, whatever it is. Scores are
+        monotone in the cosine and the BM25 and never below 0: where the bound is 0, every
+        unread chunk scores exactly 0, and a place of 0 comes before it by a higher cosine."""
+        if place.hit.score > self.score + SCORE_NOISE:
+            return True
+        if self.score != 0.0:
+            return False
+        if place.hit.score > 0.0:
+            return True
+        return cosine is not None and (self.cosine is None or cosine > self.cosine)
 
 
 def _bound(c: Candidates, scale: Scale) -> float:
     """The most a chunk of this base outside both of its lists can score: what their last places
     score where a list was read to its depth (a list that ended sooner holds all it can find)."""
-    last_cosine = c.cosine.get(c.dense[-1].chunk_id, c.dense[-1].score) if c.dense_more else None
     last_bm25 = c.words[-1].score if c.words_more else None
-    return scale.score(last_cosine, last_bm25, c.full)
+    return scale.score(c.last_cosine(), last_bm25, c.full)
 
 
 def _in_turn(rankings: Sequence[Ranking]) -> Ranking:
@@ -288,8 +344,20 @@ def _in_turn(rankings: Sequence[Ranking]) -> Ranking:
     return Ranking(tuple(hits), len(hits) if certain is None else certain)
 
 
-def _ranked(scores: dict[tuple[int, int], float]) -> list[Fused]:
-    order = sorted(scores.items(), key=lambda item: (-item[1], item[0][0], item[0][1]))
+def _ranked(
+    scores: dict[tuple[int, int], float],
+    cosines: Mapping[tuple[int, int], float | None] | None = None,
+) -> list[Fused]:
+    """(base, chunk) → score as fused places, best first: ties by the higher cosine (none
+    last), then the base given first, then the lower chunk id."""
+    known = cosines or {}
+
+    def key(item: tuple[tuple[int, int], float]) -> tuple[float, float, int, int]:
+        (b, c), score = item
+        cosine = known.get((b, c))
+        return (-score, math.inf if cosine is None else -cosine, b, c)
+
+    order = sorted(scores.items(), key=key)
     return [
         Fused(b, Hit(chunk_id=c, score=s, rank=rank))
         for rank, ((b, c), s) in enumerate(order, start=1)

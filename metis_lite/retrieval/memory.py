@@ -29,6 +29,10 @@ from metis_lite.settings import HOLDING_WINDOW
 from metis_lite.store import Store
 
 NOTE_KIND = "note"
+UNRELATED = 0.0
+"""The fused score of a result unrelated to the question (fusion.py, `relative`: its cosine at
+or below the base's mean, and no word of the question). Step 6 puts what holds first among the
+results scored above it only."""
 FACT_TEXT_MAX = 10_000
 """A fact longer than this is refused: a fact is a sentence or two, not a document."""
 
@@ -216,12 +220,22 @@ def facts_of_chunks(store: Store, chunk_ids: Sequence[int]) -> dict[int, Fact]:
 
 
 def holding_first(store: Store, hits: list[Hit]) -> list[Hit]:
-    """Step 6: among the first HOLDING_WINDOW places, facts that still hold before replaced
-    ones, each group in its order; the places past them as they are. The window does not move
-    with top_k (the search reads its places to the end, certain), so neither do the first
-    results."""
+    """Step 6: among the first HOLDING_WINDOW places, the relevant facts that still hold before
+    the relevant replaced ones, each group in its order, in the places the relevant ones held;
+    the places of the unrelated (a fused score of 0: nothing above the base's crowd by meaning,
+    no word of the question) and those past the window as they are. Holding is no relevance: an
+    unrelated fact that holds never comes before a replaced one that answers. The window does
+    not move with top_k (the search reads its places to the end, certain), so neither do the
+    first results."""
     window, rest = hits[:HOLDING_WINDOW], hits[HOLDING_WINDOW:]
     facts = facts_of_chunks(store, [h.chunk_id for h in window])
     replaced = {c for c, fact in facts.items() if not fact.holds}
-    holding = [h for h in window if h.chunk_id not in replaced]
-    return holding + [h for h in window if h.chunk_id in replaced] + rest
+    places = [n for n, h in enumerate(window) if h.score > UNRELATED]
+    relevant = [window[n] for n in places]
+    holding = [h for h in relevant if h.chunk_id not in replaced]
+    reordered = list(window)
+    for place, hit in zip(
+        places, holding + [h for h in relevant if h.chunk_id in replaced], strict=True
+    ):
+        reordered[place] = hit
+    return reordered + rest

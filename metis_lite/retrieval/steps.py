@@ -173,11 +173,11 @@ def lists(
     clock = Clock()
 
     # Step 2. By meaning.
+    read: list[Hit] = []  # as the vectors in memory rank them, before the snapshot's cut
     dense: list[Hit] = []
     if ready.query is not None:
-        dense = _in_snapshot(
-            ctx.store, ctx.vectors.search(ready.query, depth, allowed=ready.allowed)
-        )
+        read = ctx.vectors.search(ready.query, depth, allowed=ready.allowed)
+        dense = _in_snapshot(ctx.store, read)
     took["dense"] += clock.lap() if ready.query is not None else 0.0
 
     # Step 3. By words.
@@ -216,6 +216,7 @@ def lists(
         vectors=ctx.vectors.count,
         full=ready.full,
         model=embedding_space(ctx) if ready.query is not None else None,
+        dense_last=read[-1] if len(read) > len(dense) else None,
     )
 
 
