@@ -1,4 +1,4 @@
--- metis-lite base file, schema version 2 (PRAGMA application_id 0x4D455449, "METI"). The one
+-- metis-lite base file, schema version 3 (PRAGMA application_id 0x4D455449, "METI"). The one
 -- source of the DDL.
 -- Every table but chunks_fts reads in a stock sqlite3 shell; chunks_fts needs the 'metis'
 -- tokenizer (open it with `metis-lite shell BASE`).
@@ -16,12 +16,23 @@ CREATE TABLE IF NOT EXISTS spec (
   value TEXT NOT NULL
 );
 
--- The base's drives: each a folder, documents named by their path inside it.
+-- The base's drives: each a folder (or one file), documents named by their path inside it.
 CREATE TABLE IF NOT EXISTS sources (
   id       INTEGER PRIMARY KEY,
   name     TEXT NOT NULL UNIQUE,
   path     TEXT,                   -- NULL for the base's own notes source (metis-<base>)
   added_at TEXT NOT NULL
+);
+
+-- How each source is read (schema version 3): a folder or one file, and what a folder leaves
+-- out besides hidden files (docs/indexing.md, "What a folder leaves out"). A source without a
+-- row (one added before version 3) is a folder that reads its ignore files and excludes
+-- nothing more; the notes source has none.
+CREATE TABLE IF NOT EXISTS source_options (
+  source_id INTEGER PRIMARY KEY REFERENCES sources(id) ON DELETE CASCADE,
+  kind      TEXT NOT NULL DEFAULT 'folder' CHECK (kind IN ('folder', 'file')),
+  excludes  TEXT NOT NULL DEFAULT '[]',  -- JSON list of gitignore patterns (index --exclude)
+  no_ignore INTEGER NOT NULL DEFAULT 0   -- 1: its .gitignore, .ignore, .metisignore are not read
 );
 
 CREATE TABLE IF NOT EXISTS documents (

@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # the names' types, for type checkers (the package ships py.t
     from metis_lite.base.multi import search_bases as search_bases
     from metis_lite.errors import MetisError as MetisError
     from metis_lite.indexing.ingest import IndexReport as IndexReport
+    from metis_lite.models.base import Provider as Provider
     from metis_lite.records import Answer as Answer
     from metis_lite.records import Citation as Citation
     from metis_lite.records import Fact as Fact
@@ -44,6 +45,7 @@ _EXPORTS = {
     "IndexReport": "metis_lite.indexing.ingest",
     "MetisError": "metis_lite.errors",
     "MultiAnswer": "metis_lite.base.multi",
+    "Provider": "metis_lite.models.base",
     "Result": "metis_lite.records",
     "Scores": "metis_lite.records",
     "SourceInfo": "metis_lite.records",

@@ -188,11 +188,17 @@ class Answer:
 
 @dataclass(frozen=True)
 class SourceInfo:
-    """A source of a base: its name, its folder (None for the base's notes, metis-<base>),
-    and what of it is indexed."""
+    """A source of a base: its name, its folder or file (None for the base's notes,
+    metis-<base>), what of it is indexed, and how it is read (docs/indexing.md)."""
 
     name: str
     path: str | None
     documents: int = 0
     chunks: int = 0
     added_at: str | None = None
+    kind: str = "folder"
+    """folder, file (one file, read alone) or notes (the base's facts)."""
+    excludes: tuple[str, ...] = ()
+    """A folder's own patterns, gitignore syntax, in order (`index --exclude`)."""
+    no_ignore: bool = False
+    """True: the folder's .gitignore, .ignore and .metisignore are not read (`--no-ignore`)."""

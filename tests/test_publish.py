@@ -325,3 +325,22 @@ def test_status_says_a_published_copy_and_a_read_only_base_in_text(tmp_path, mon
     assert capsys.readouterr().out.splitlines()[1] == (
         "  read-only: nothing is written to it (no indexing, no facts, no search counts)"
     )
+
+
+def test_publish_removes_what_a_gone_copy_left_beside_its_place(tmp_path):
+    """A -wal, -shm or -journal beside a DEST that is not there (a reader of an ordinary base
+    once put there made them; a writer was killed) would be read with the new copy, or keep
+    every publish out: publish removes them. Beside a DEST that is there, they are refused."""
+    base_file = small_base(tmp_path / "live.db", "alpha words here")
+    dest = tmp_path / "pub.db"
+    for suffix in ("-wal", "-shm", "-journal"):
+        Path(f"{dest}{suffix}").write_bytes(b"stale")
+    publish(base_file, dest)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("pub.db")) == ["pub.db"]
+    with Base(dest, read_only=True) as reader:
+        assert reader.copy is not None and reader.copy.immutable
+        found = reader.search("alpha", mode="keyword").results
+        assert [r.citation.document for r in found] == ["d0.md"]
+    Path(f"{dest}-wal").write_bytes(b"a writer's")
+    with pytest.raises(InvalidRequest, match="-wal lies beside"):
+        publish(base_file, dest)

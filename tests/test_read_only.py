@@ -19,13 +19,14 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
-from conftest import ROOT, words_only_base
+from conftest import ROOT, add_passages, words_only_base
 from serving import serve, stop
-from word_models import WordsEmbedder
+from word_models import WORDS, WordsEmbedder, serving
 
 from metis_lite.base.core import Base
 from metis_lite.copies.publish import publish
 from metis_lite.errors import BaseReadOnly, InvalidRequest
+from metis_lite.models import registry
 from metis_lite.service.bases import SearchRequest, Service, open_bases
 from metis_lite.store import Store
 
@@ -44,7 +45,7 @@ def close_http_client():
 
 def live_base(folder: Path, *texts: str, vectors: bool = False) -> Path:
     """A base of one document per text (by words only; with `vectors`, each chunk also gets
-    a vector from the words-hash model, under the base's own model label)."""
+    a vector from the words-hash model: the base's spec names it, word_models.WORDS)."""
     src = folder / "src"
     src.mkdir(parents=True)
     for n, text in enumerate(texts):
@@ -52,16 +53,15 @@ def live_base(folder: Path, *texts: str, vectors: bool = False) -> Path:
     path = folder / "live.db"
     with words_only_base(path, src) as base:
         if vectors:
-            base._embedder = WordsEmbedder()  # the seam a test has into a Base
+            base.configure(embedding=WORDS)
         base.index()
     return path
 
 
-def add_document(live: Path, name: str, text: str, *, vectors: bool = False) -> None:
+def add_document(live: Path, name: str, text: str) -> None:
+    """A document more, indexed with the models the base's spec names (live_base)."""
     (live.parent / "src" / f"{name}.md").write_text(f"# {name}\n\n{text}\n")
     with Base(live) as base:
-        if vectors:
-            base._embedder = WordsEmbedder()
         base.index()
 
 
@@ -224,7 +224,6 @@ def test_a_new_copy_is_served_between_requests_and_the_old_closed_after_its_last
     try:
         old = service.bases["pub"]
         gate = GatedEmbedder()
-        old._embedder = gate
         held: dict[str, object] = {}
 
         def slow_search() -> None:
@@ -235,15 +234,16 @@ def test_a_new_copy_is_served_between_requests_and_the_old_closed_after_its_last
                 held["error"] = exc
 
         in_flight = threading.Thread(target=slow_search)
-        in_flight.start()
-        assert gate.entered.wait(30), "the search never asked the model"
+        with registry.registered(serving(gate)):  # the model the old copy makes: the gate
+            in_flight.start()
+            assert gate.entered.wait(30), "the search never asked the model"
 
-        add_document(live, "later", "omega arrives later", vectors=True)
+        add_document(live, "later", "omega arrives later")
         second = publish(live, dest)
         wait_until(lambda: service.bases["pub"] is not old, "the switch")
         new = service.bases["pub"]
         assert new.copy is not None and new.copy.publication == second.publication
-        assert new._embedder is gate  # the model was handed over, not loaded again
+        assert new.embedder() is gate  # the model was handed over, not made again
         with service.request():  # a new request: the new copy, while the old one is held
             answer = service.search("pub", SearchRequest("omega", mode="keyword"))
         assert documents_of(answer) == {"later.md"}
@@ -279,7 +279,6 @@ def test_an_mcp_search_past_its_answer_deadline_holds_its_copy_until_it_ends(tmp
     bridge = McpHttp(service.bases, answer_s=0.5, hold=service.request)
     try:
         old = service.bases["pub"]
-        old._embedder = gate
         meta = {
             "io.modelcontextprotocol/protocolVersion": "2026-07-28",
             "io.modelcontextprotocol/clientCapabilities": {},
@@ -290,12 +289,15 @@ def test_an_mcp_search_past_its_answer_deadline_holds_its_copy_until_it_ends(tmp
             (b"content-type", b"application/json"),
             (b"accept", b"application/json, text/event-stream"),
         ]
-        with service.request():  # as the service's routes hold every request
-            status, _, answered = bridge.handle("POST", headers, body.encode(), allowed_bases=None)
-        assert status == 503, answered  # no answer in time: the search waits on its model
-        assert gate.entered.wait(30), "the search never asked the model"
+        with registry.registered(serving(gate)):  # the model the old copy makes: the gate
+            with service.request():  # as the service's routes hold every request
+                status, _, answered = bridge.handle(
+                    "POST", headers, body.encode(), allowed_bases=None
+                )
+            assert status == 503, answered  # no answer in time: the search waits on its model
+            assert gate.entered.wait(30), "the search never asked the model"
 
-        add_document(live, "later", "omega arrives later", vectors=True)
+        add_document(live, "later", "omega arrives later")
         publish(live, dest)
         wait_until(lambda: service.bases["pub"] is not old, "the switch")
         time.sleep(4 * WATCH_S)  # the watcher looked again, and would have closed a free copy
@@ -497,7 +499,7 @@ def test_a_file_that_cannot_be_served_never_replaces_the_copy_served(tmp_path):
         healed = http.get(f"{url}/v1/health").json()
     finally:
         stop(service)
-    assert health["status"] == "ok" and health["bases"][0]["open"] is True
+    assert health["status"] == "degraded" and health["bases"][0]["open"] is True
     assert health["bases"][0]["replacement"]["code"] == "NOT_A_BASE"
     assert kept.status_code == 200 and "d0.md" in kept.text
     assert "replacement" not in healed["bases"][0]
@@ -585,3 +587,67 @@ def test_a_service_answers_while_another_process_publishes_and_closes_each_old_c
     assert statuses and set(statuses) == {200}, sorted(set(statuses))
     assert [r["citation"]["document"] for r in newest.json()["results"]] == ["new2.md"]
     assert "Traceback" not in service.output()
+
+
+# -- a reader switches only to a published copy --------------------------------------------
+
+
+def passages_base(path: Path, *texts: str) -> Path:
+    """An ordinary base (WAL mode, unpublished) of one passage per text, without an indexer."""
+    (path.parent / f"{path.stem}-src").mkdir()
+    with words_only_base(path, path.parent / f"{path.stem}-src") as base:
+        add_passages(base.store, list(texts))
+    return path
+
+
+def beside(path: Path) -> list[str]:
+    return sorted(p.name for p in path.parent.iterdir() if p.name.startswith(f"{path.name}-"))
+
+
+def test_a_reader_switches_only_to_a_published_copy_and_publish_recovers_the_place(tmp_path):
+    live = passages_base(tmp_path / "live.db", "alpha words here")
+    dest = tmp_path / "pub.db"
+    first = publish(live, dest)
+    service = serve(tmp_path, f"pub={dest}", "--read-only", "--no-access-log")
+    url = service.url
+
+    def search(question: str) -> httpx.Response:
+        return http.post(
+            f"{url}/v1/bases/pub/search", json={"question": question, "mode": "keyword"}
+        )
+
+    def health() -> httpx.Response:
+        return http.get(f"{url}/v1/health")
+
+    try:
+        ordinary = passages_base(tmp_path / "ordinary.db", "omega of an ordinary base")
+        os.replace(ordinary, dest)  # moved over the published copy: never published
+        wait_until(lambda: "replacement" in health().json()["bases"][0], "the refusal")
+        refused, kept = health(), search("alpha")
+        beside_refused = beside(dest)
+        dest.unlink()  # and then deleted
+        wait_until(
+            lambda: health().json()["bases"][0]["replacement"]["code"] == "BASE_NOT_FOUND", "gone"
+        )
+        gone, kept_gone = health(), search("alpha")
+        second = publish(live, dest)  # the place is published to again, and served
+        wait_until(lambda: served_id(url) == second.publication.id, "the new copy")
+        healed = health()
+    finally:
+        stop(service)
+    said = refused.json()
+    assert refused.status_code == 200 and said["status"] == "degraded"
+    [base] = said["bases"]
+    assert base["open"] is True and base["copy"]["published_id"] == first.publication.id
+    assert base["copy"]["immutable"] is True
+    assert base["replacement"]["code"] == "STORE_ERROR"
+    assert "not published" in base["replacement"]["message"]
+    assert beside_refused == []  # nothing made beside the ordinary base: no -wal, no -shm
+    assert kept.status_code == 200 and "p0.txt" in kept.text and "omega" not in kept.text
+    assert gone.status_code == 200 and gone.json()["status"] == "degraded"
+    assert kept_gone.status_code == 200 and "p0.txt" in kept_gone.text
+    assert healed.json()["status"] == "ok" and "replacement" not in healed.json()["bases"][0]
+    assert healed.json()["bases"][0]["copy"]["immutable"] is True
+    assert beside(dest) == []
+    log = service.output()
+    assert "is not served (STORE_ERROR" in log and "Traceback" not in log

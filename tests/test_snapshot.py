@@ -20,9 +20,10 @@ import httpx
 from conftest import ROOT, words_only_base
 from serving import serve, stop
 from test_faults import FaultyModel
-from word_models import WordsEmbedder, attach
+from word_models import WordsEmbedder, attach, serving
 
 from metis_lite.base.core import Base
+from metis_lite.models import registry
 from metis_lite.store import Store
 
 CHURN_S = 4.0
@@ -248,7 +249,6 @@ def test_a_chunk_the_shared_vectors_hold_that_the_snapshot_lacks_is_never_rerank
     for n in range(6):
         write_document(src, n)
     base = attach(words_only_base(tmp_path / "b.db", src))
-    base.index()
     question = "churn topic word5 newcomer"
 
     class Meanwhile(WordsEmbedder):
@@ -266,7 +266,10 @@ def test_a_chunk_the_shared_vectors_hold_that_the_snapshot_lacks_is_never_rerank
                     base._vectors.sync(newer)
             return super().embed(texts)
 
-    base._embedder = Meanwhile()
+    meanwhile = Meanwhile()
+    with registry.registered(serving(meanwhile)):  # the model this run makes, the base keeps
+        base.index()
+    assert base.embedder() is meanwhile
     answer = base.search(question, mode="hybrid", top_k=5)
     documents = [r.citation.document for r in answer.results]
     assert "newcomer.md" not in documents  # added after the snapshot

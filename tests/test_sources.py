@@ -1,9 +1,11 @@
 """Sources: no file indexed twice, each listed with what it holds, one removed with its
-documents; a command that fails before it writes leaves no new base; a memory needs no folder."""
+documents; a command that fails before it writes leaves no new base; a memory needs no folder;
+a file is a source too (read alone; gone, a folder now, or a link swapped in)."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -222,3 +224,115 @@ def test_a_source_folder_that_became_a_symlink_is_refused_and_never_followed(tmp
         assert [r.text for r in found] == ["The wombat lives here."]
     run = cli("index", str(tmp_path / "b.db"))
     assert "SOURCE_IS_A_LINK" in run.stderr and "Traceback" not in run.stderr
+
+
+# -- a file as a source: read alone, again when it changes; gone, a folder now, or a link
+
+
+def test_a_file_is_a_source_read_again_when_it_changes(tmp_path):
+    notes = write(tmp_path / "papers", "survey.md", "# Survey\n\nThe wombat burrows.\n")
+    write(tmp_path / "papers", "other.md", "# Other\n\nThe numbat.\n")  # beside it: not read
+    base_file = str(tmp_path / "b.db")
+    words_only_base(tmp_path / "b.db").close()
+    assert cli("index", base_file, str(notes)).returncode in (0, 3)  # 3: the dead model
+    with Base(base_file) as base:
+        [source] = base.sources()
+        assert (source.name, source.path, source.kind, source.documents) == (
+            "survey",
+            str(notes.resolve()),
+            "file",
+            1,
+        )
+        [hit] = base.search("wombat", mode="keyword").results
+        assert (hit.citation.source, hit.citation.document) == ("survey", "survey.md")
+        assert not base.search("numbat", mode="keyword").results
+        write(notes.parent, "survey.md", "# Survey\n\nThe wombat digs, revised.\n")
+        os.utime(notes, (1, 1))
+        report = base.index()
+        assert (report.added, report.updated, report.unchanged) == (0, 1, 0)
+        assert base.search("revised", mode="keyword").results
+        assert base.index().unchanged == 1
+        assert base.add_source(notes) == "survey"  # named again: the same source
+        with pytest.raises(SourceOverlap, match="holds the base's source survey"):
+            base.add_source(notes.parent)
+    shown = cli("sources", base_file)
+    assert f"survey: {notes.resolve()} (a file) · 1 documents" in shown.stdout
+
+
+def test_a_file_inside_a_folder_source_a_file_of_no_kind_and_nothing_are_refused(docs, tmp_path):
+    (tmp_path / "photo.png").write_bytes(b"\x89PNG")
+    with words_only_base(tmp_path / "b.db", docs) as base:
+        with pytest.raises(SourceOverlap, match="lies inside the base's source docs"):
+            base.add_source(docs / "intro.md")
+        with pytest.raises(InvalidRequest, match="not a kind of file metis-lite reads"):
+            base.add_source(tmp_path / "photo.png")
+        with pytest.raises(InvalidRequest, match="is not a folder or a file"):
+            base.add_source(tmp_path / "nothing.md")
+        assert [s.name for s in base.sources()] == ["docs"]
+    refused = cli("index", str(tmp_path / "new.db"), str(tmp_path / "photo.png"))
+    assert refused.returncode == 2 and "INVALID_REQUEST" in refused.stderr
+    assert not (tmp_path / "new.db").exists()
+
+
+def test_a_file_source_that_is_deleted_leaves_with_a_warning_and_comes_back(tmp_path):
+    notes = write(tmp_path / "papers", "survey.md", "# Survey\n\nThe wombat burrows.\n")
+    with words_only_base(tmp_path / "b.db", notes) as base:
+        assert base.index().added == 1
+        notes.unlink()
+        report = base.index()
+        assert report.removed == 1
+        [warning] = [w for w in report.warnings if w.code == "SOURCE_FILE_MISSING"]
+        assert str(notes) in warning.message and "its document was removed" in warning.message
+        assert not base.search("wombat", mode="keyword").results
+        again = base.index()  # said once: later runs skip it with why
+        assert again.removed == 0 and not any(
+            w.code == "SOURCE_FILE_MISSING" for w in again.warnings
+        )
+        assert [s.path for s in again.skipped] == ["survey/"]
+        write(notes.parent, "survey.md", "# Survey\n\nThe wombat is back.\n")
+        assert base.index().added == 1
+        # Its whole folder gone (a drive not mounted): kept, as a missing folder's documents.
+        notes.parent.rename(tmp_path / "elsewhere")
+        report = base.index()
+        assert report.removed == 0 and "folder of" in report.skipped[0].reason
+        assert base.search("back", mode="keyword").results
+
+
+def test_a_file_source_replaced_by_a_folder_is_not_read_until_named_again(tmp_path):
+    notes = write(tmp_path, "survey.md", "# Survey\n\nThe wombat burrows.\n")
+    with words_only_base(tmp_path / "b.db", notes) as base:
+        assert base.index().added == 1
+        notes.unlink()
+        write(notes, "inside.md", "# Inside\n\nThe numbat.\n")  # survey.md/ is a folder now
+        report = base.index()
+        [warning] = [w for w in report.warnings if w.code == "SOURCE_NOT_A_FILE"]
+        assert "now a folder, which is not read" in warning.message
+        assert "metis-lite index BASE" in warning.message
+        assert (report.added, report.removed) == (0, 1)
+        assert not base.search("numbat", mode="keyword").results
+        assert base.add_source(notes) == "survey"  # named again: a folder source now
+        assert base.sources()[0].kind == "folder"
+        assert base.index().added == 1
+        [hit] = base.search("numbat", mode="keyword").results
+        assert hit.citation.document == "inside.md"
+
+
+def test_a_file_source_is_followed_through_a_link_only_when_added(tmp_path):
+    """As for folders: a link named on the command line is resolved once, to the file it
+    leads to; a link that later takes the file's place is never followed."""
+    real = write(tmp_path / "real", "survey.md", "# Survey\n\nThe wombat burrows.\n")
+    link = tmp_path / "link.md"
+    link.symlink_to(real)
+    secret = write(tmp_path / "outside", "secret.md", "# Secret\n\nThe combination is 4711.\n")
+    with words_only_base(tmp_path / "b.db") as base:
+        assert base.add_source(link) == "survey"
+        assert base.sources()[0].path == str(real.resolve())
+        assert base.index().added == 1
+        real.unlink()
+        real.symlink_to(secret)
+        report = base.index()
+        [warning] = [w for w in report.warnings if w.code.startswith("SOURCE_")]
+        assert warning.code == "SOURCE_IS_A_LINK" and "source file" in warning.message
+        assert (report.added, report.removed) == (0, 0)  # its document is kept
+        assert not base.search("combination", mode="keyword").results
+        assert base.search("wombat", mode="keyword").results

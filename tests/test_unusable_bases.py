@@ -1,13 +1,18 @@
 """A service with a base it cannot use: it starts, serves the others, and answers every request
-naming that base with its code (BASE_DAMAGED, NOT_A_BASE), never a 500; a base damaged while it
-is served is answered the same way from then on."""
+naming that base with its code (BASE_DAMAGED, NOT_A_BASE, STORE_ERROR naming a permission),
+never a 500; a base damaged while it is served is answered the same way from then on. A FIFO,
+a device or an unreadable file named as a base is one such base; and the indexer's lock file,
+made a FIFO, a link or a device, blocks no command and no worker of the service."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import sqlite3
+import stat
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from pathlib import Path
 
@@ -139,3 +144,191 @@ def test_a_base_that_is_not_there_is_base_not_found_for_serve_and_mcp_too(tmp_pa
     )
     assert "Traceback" not in run.stderr
     assert not (tmp_path / "nope.db").exists()
+
+
+# -- what cannot be a base at all, and a file this user may not read ------------------------
+
+UNPRIVILEGED = ("setpriv", "--bounding-set", "-dac_override,-dac_read_search")
+"""Root without the capabilities that let it read any file: a file of mode 000 is then
+unreadable to it, as to anyone else."""
+
+
+def unprivileged() -> tuple[str, ...]:
+    """The prefix that makes a command one that file permissions apply to; skips without one."""
+    if os.geteuid() != 0:
+        return ()
+    if shutil.which("setpriv") is None:
+        pytest.skip("root reads every file, and setpriv (to drop that) is not installed")
+    tried = subprocess.run([*UNPRIVILEGED, "true"], capture_output=True, text=True)
+    if tried.returncode != 0:
+        pytest.skip(f"setpriv cannot drop root's capabilities here: {tried.stderr.strip()}")
+    return UNPRIVILEGED
+
+
+def metis(
+    *args: str, prefix: tuple[str, ...] = (), timeout: float = 30
+) -> subprocess.CompletedProcess:
+    """A command in a process of its own: one that waits forever fails at the timeout."""
+    return subprocess.run(
+        [*prefix, sys.executable, "-m", "metis_lite", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def serving(folder: Path, *args: str, prefix: tuple[str, ...] = ()) -> tuple[subprocess.Popen, str]:
+    """`serve ARGS --port 0` started (under `prefix`), and its URL once it says it serves."""
+    with (folder / "serve.log").open("w") as log:
+        process = subprocess.Popen(
+            [*prefix, sys.executable, "-m", "metis_lite", "serve", *args, "--port", "0"],
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
+            cwd=ROOT,
+        )
+    first = process.stdout.readline() if process.stdout else ""
+    if not first.startswith("serving "):
+        ended(process, folder)
+        raise AssertionError(f"serve did not start: {first!r} {(folder / 'serve.log').read_text()}")
+    return process, first.removeprefix("serving ").strip()
+
+
+def ended(process: subprocess.Popen, folder: Path) -> str:
+    """Stop the service; what it logged on stderr."""
+    process.terminate()
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    if process.stdout is not None:
+        process.stdout.close()
+    return (folder / "serve.log").read_text()
+
+
+def test_a_fifo_a_device_and_an_unreadable_file_named_as_bases_never_stop_serve(tmp_path):
+    prefix = unprivileged()
+    good = small_base(tmp_path / "good.db")
+    fifo = tmp_path / "fifo.db"
+    os.mkfifo(fifo)
+    unreadable = small_base(tmp_path / "unreadable.db")
+    unreadable.chmod(0)
+    tmp_path.chmod(0o755)  # setpriv's root reaches it by its mode, as any user would
+    for path, code, said in (
+        (fifo, "NOT_A_BASE", "is a FIFO, not a base file"),
+        ("/dev/null", "NOT_A_BASE", "is a character device, not a base file"),
+        (unreadable, "STORE_ERROR", "cannot be read: permission denied"),
+    ):
+        done = metis("status", path, prefix=prefix)
+        assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
+        assert done.stderr.startswith(f"error: {code}: {path} {said}"), done.stderr
+    process, url = serving(
+        tmp_path,
+        str(good),
+        str(fifo),
+        "null=/dev/null",
+        str(unreadable),
+        "--poll",
+        "0",
+        prefix=prefix,
+    )
+    try:
+        listed = http.get(f"{url}/v1/bases").json()
+        found = http.post(f"{url}/v1/bases/good/search", json={"question": "shared words"})
+        refused = http.post(f"{url}/v1/bases/fifo/search", json={"question": "shared words"})
+    finally:
+        log = ended(process, tmp_path)
+    assert [b["name"] for b in listed["bases"]] == ["good"]
+    assert [(u["name"], u["code"]) for u in listed["unavailable"]] == [
+        ("fifo", "NOT_A_BASE"),
+        ("null", "NOT_A_BASE"),
+        ("unreadable", "STORE_ERROR"),
+    ]
+    assert "permission denied" in listed["unavailable"][2]["message"]
+    assert "-wal" not in listed["unavailable"][2]["message"]  # not blamed on a deleted WAL
+    assert found.status_code == 200 and found.json()["results"]
+    assert (refused.status_code, code_of(refused)) == (400, "NOT_A_BASE")
+    assert "Traceback" not in log
+
+
+# -- the indexer's lock file ------------------------------------------------------------------
+
+
+def fifo_lock(lock: Path) -> None:
+    os.mkfifo(lock)
+
+
+def link_to_a_fifo(lock: Path) -> None:
+    os.mkfifo(lock.with_name("elsewhere"))
+    lock.symlink_to(lock.with_name("elsewhere"))
+
+
+def device_lock(lock: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("making a device node needs root")
+    os.mknod(lock, 0o600 | stat.S_IFCHR, os.makedev(1, 3))  # what /dev/null is
+
+
+@pytest.mark.parametrize("make", [fifo_lock, link_to_a_fifo, device_lock])
+def test_a_lock_file_that_is_no_regular_file_blocks_nobody(tmp_path, make):
+    base = small_base(tmp_path / "b.db")
+    lock = Path(f"{base}.lock")
+    lock.unlink(missing_ok=True)
+    make(lock)
+    status = metis("status", base)
+    assert status.returncode == 0 and "documents 9" in status.stdout, status.stderr
+    found = metis("search", base, "shared words", "--mode", "keyword")
+    assert found.returncode == 0 and "b3.md" in found.stdout, found.stderr
+    index = metis("index", base)
+    assert index.returncode == 1 and "Traceback" not in index.stderr, index.stderr
+    assert index.stderr.splitlines()[-1].startswith(f"error: STORE_ERROR: {lock} is a "), (
+        index.stderr
+    )
+    process, url = serving(tmp_path, str(base), "--poll", "0")
+    try:
+        with ThreadPoolExecutor(8) as pool:  # more than the service's workers
+            listed = list(pool.map(lambda _: http.get(f"{url}/v1/bases", timeout=15), range(8)))
+        indexed = http.post(f"{url}/v1/bases/b/index", timeout=15)
+    finally:
+        log = ended(process, tmp_path)
+    assert [r.status_code for r in listed] == [200] * 8
+    assert (indexed.status_code, code_of(indexed)) == (500, "STORE_ERROR")  # never a 202
+    assert str(lock) in indexed.json()["error"]["message"]
+    assert "Traceback" not in log
+
+
+def test_the_lock_file_is_its_owners_alone_and_a_busy_base_names_its_holder(tmp_path):
+    base = small_base(tmp_path / "b.db")
+    lock = Path(f"{base}.lock")
+    assert stat.S_IMODE(lock.stat().st_mode) == 0o600
+    lock.chmod(0o644)  # as an older metis-lite made it
+    assert metis("index", base).returncode in (0, 3)
+    assert stat.S_IMODE(lock.stat().st_mode) == 0o600
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDONLY);"
+            " fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)",
+            str(lock),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        busy = metis("index", base)
+    finally:
+        holder.kill()
+        holder.wait()
+        if holder.stdout is not None:
+            holder.stdout.close()
+    assert busy.returncode == 4, busy.stderr
+    said = busy.stderr.splitlines()[-1]
+    assert said.startswith(f"error: BASE_BUSY: {base} is being indexed by another process"), said
+    if Path("/proc/locks").exists():
+        assert f"(pid {holder.pid}: {sys.executable} -c import fcntl" in said, said
+    assert metis("index", base).returncode in (0, 3)  # the holder gone, indexed again

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
-from metis_lite.base.guards import Guards, usable, writes
+from metis_lite.base.guards import Guards, guarding, usable, writes
 from metis_lite.base.models import BaseModels, SearchCount, new_embedder, prefixes
 from metis_lite.base.status import BaseStatus, LanguageCache, index_warnings, vector_warnings
 from metis_lite.copies import publish
@@ -81,15 +81,16 @@ class Base(Guards):
         self._pool = StorePool(self.path, size=CONNECTIONS, opener=self._connect)
         first, *spare = self._open_stores(create)
         try:
-            if create and not first.spec():
-                first.set_spec(DEFAULT_SPEC)
-            self._spec_of(first)  # a spec this code cannot read is refused when the base opens
+            with guarding(self):  # a damaged page of its spec table: BASE_DAMAGED
+                if create and not first.spec():
+                    first.set_spec(DEFAULT_SPEC)
+                self._spec_of(first)  # a spec this code cannot read is refused when it opens
+                self.published = first.publication() is not None
+                """The file is a published copy (publish.py), which nothing writes."""
         except BaseException:
             for store in (first, *spare):
                 store.close()
             raise
-        self.published = first.publication() is not None
-        """The file is a published copy (publish.py), which nothing writes."""
         self._words_store = spare.pop() if spare else None
         for store in (first, *spare):
             self._pool.adopt(store)
@@ -262,23 +263,6 @@ class Base(Guards):
     def _reranker_of(self, spec: BaseSpec) -> Reranker | None:
         return self._models.reranker_of(spec)
 
-    # The seams a test has into a Base: the models it uses, set before its first search.
-    @property
-    def _embedder(self) -> Embedder | None:
-        return self._models.embedder
-
-    @_embedder.setter
-    def _embedder(self, model: Embedder | None) -> None:
-        self._models.embedder = model
-
-    @property
-    def _reranker(self) -> Reranker | None:
-        return self._models.reranker
-
-    @_reranker.setter
-    def _reranker(self, model: Reranker | None) -> None:
-        self._models.reranker = model
-
     def prefixes(self) -> tuple[str, str]:
         return prefixes(self.spec)
 
@@ -286,33 +270,47 @@ class Base(Guards):
 
     @writes
     @usable
-    def add_source(self, folder: str | Path, *, name: str | None = None) -> str:
-        """Add a folder as a source (named after the folder unless named); returns its name.
-        A folder that is a source already keeps its name; one inside a source, or holding
-        one, is refused (SOURCE_OVERLAP, naming both): no file is indexed twice."""
+    def add_source(
+        self,
+        folder: str | Path,
+        *,
+        name: str | None = None,
+        excludes: Sequence[str] | None = None,
+        no_ignore: bool | None = None,
+    ) -> str:
+        """Add a folder, or one file, as a source (named after the folder, or the file's name
+        without its suffix, unless named); returns its name. A path that is a source already
+        keeps its name; one inside a source, or holding one, is refused (SOURCE_OVERLAP,
+        naming both): no file is indexed twice. A folder's rules (docs/indexing.md): its
+        `excludes` (gitignore patterns) and `no_ignore` (its ignore files not read), when
+        given, replace what it had; else it keeps them (none, for a new source)."""
         path = Path(folder).expanduser().resolve()
-        if not path.is_dir():
-            raise InvalidRequest(f"{folder} is not a folder")
+        kind = ingest.source_kind(path, folder)
+        patterns = None if excludes is None else ingest.check_excludes(excludes)
+        if kind == "file" and (patterns or no_ignore):
+            raise InvalidRequest(
+                f"{folder} is a file: --exclude and --no-ignore are a folder's rules (name the "
+                "file in a command of its own)"
+            )
         try:
             str(path).encode("utf-8")
         except UnicodeEncodeError:
-            raise InvalidRequest(
-                f"{folder!r}: a source folder's path must be valid UTF-8"
-            ) from None
+            raise InvalidRequest(f"{folder!r}: a source's path must be valid UTF-8") from None
         with self._pool.borrow() as store:
             known = {n: p for _, n, p in store.sources()}
-            for existing, existing_path in known.items():
-                if existing_path == str(path):
-                    return existing
-            name = name or path.name or "root"
-            if name.startswith("metis-"):
-                raise InvalidRequest(
-                    "source names starting with metis- are reserved for a base's notes"
-                )
-            base_name, n = name, 2
-            while name in known:
-                name, n = f"{base_name}-{n}", n + 1
-            store.add_source(name, str(path))
+            same = [existing for existing, at in known.items() if at == str(path)]
+            if same:
+                name = same[0]
+            else:
+                name = name or (path.stem if kind == "file" else path.name) or "root"
+                if name.startswith("metis-"):
+                    raise InvalidRequest(
+                        "source names starting with metis- are reserved for a base's notes"
+                    )
+                base_name, n = name, 2
+                while name in known:
+                    name, n = f"{base_name}-{n}", n + 1
+            store.add_source(name, str(path), kind=kind, excludes=patterns, no_ignore=no_ignore)
         return name
 
     @usable
@@ -454,9 +452,7 @@ class Base(Guards):
         """What a search needs of this base until the block ends: one connection borrowed from
         the pool, every read of one snapshot of the base; the search is counted after. A
         search of several bases holds one of each while it fuses them (multi.py)."""
-        if self._damaged is not None:
-            raise BaseDamaged(self._damaged)
-        with self._pool.borrow() as store:
+        with guarding(self), self._pool.borrow() as store:
             with store.snapshot():
                 spec = self._spec_of(store)
                 yield SearchContext(
@@ -536,9 +532,7 @@ class Base(Guards):
         """A connection borrowed from the pool, inside one snapshot, until the block ends (a
         document or passage read back): never a thread's own one, so a read-only Base reads
         only the file it opened."""
-        if self._damaged is not None:
-            raise BaseDamaged(self._damaged)
-        with self._pool.borrow() as store, store.snapshot():
+        with guarding(self), self._pool.borrow() as store, store.snapshot():
             yield store
 
     @usable

@@ -1,12 +1,16 @@
 """The two guards every public method of a Base passes: a damaged base is refused from the
 first time SQLite finds it malformed, and a write to a read-only Base or a published copy is
 refused before anything is done; and the same two questions for a caller to ask first
-(Guards)."""
+(Guards). The first guard is also a block (`guarding`), for what is read outside a method:
+the opening of a Base (its spec is read then, so a damaged page of it is found there), and the
+connections a search or a document's read holds while its caller reads.
+"""
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
@@ -38,21 +42,31 @@ def usable(method: Callable[Concatenate[B, P], R]) -> Callable[Concatenate[B, P]
 
     @functools.wraps(method)
     def guarded(self: B, *args: P.args, **kwargs: P.kwargs) -> R:
-        if self._damaged is not None:
-            raise BaseDamaged(self._damaged)
-        try:
+        with guarding(self):
             return method(self, *args, **kwargs)
-        except (apsw.Error, BaseDamaged) as exc:
-            found = connection.damage(exc, self.path)
-            if found is None:
-                failure = connection.read_failure(exc, self.path)  # an I/O error, said as such
-                if failure is None:
-                    raise
-                raise failure from exc
-            self._damaged = found.message
-            raise BaseDamaged(found.message) from exc
 
     return guarded
+
+
+@contextmanager
+def guarding(base: Guarded) -> Iterator[None]:
+    """`usable` as a block: BASE_DAMAGED at once for a base already found damaged, and for
+    SQLite's word that a page read inside is malformed (remembered: every later call says
+    so); an I/O error is said as one (connection.read_failure). Without it, apsw's own
+    exception would reach the command line as a traceback, and the service as a 500."""
+    if base._damaged is not None:
+        raise BaseDamaged(base._damaged)
+    try:
+        yield
+    except (apsw.Error, BaseDamaged) as exc:
+        found = connection.damage(exc, base.path)
+        if found is None:
+            failure = connection.read_failure(exc, base.path)  # an I/O error, said as such
+            if failure is None:
+                raise
+            raise failure from exc
+        base._damaged = found.message
+        raise BaseDamaged(found.message) from exc
 
 
 def writes(method: Callable[Concatenate[B, P], R]) -> Callable[Concatenate[B, P], R]:

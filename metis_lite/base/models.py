@@ -53,7 +53,7 @@ class BaseModels:
         with self.lock:
             if self.embedder is not None:
                 return
-        registry.check_embedder(_embedding_spec(spec))
+        registry.check_embedder(spec.embedding)
 
     def reranker_of(self, spec: BaseSpec) -> Reranker | None:
         with self.lock:
@@ -90,17 +90,10 @@ class BaseModels:
 
 
 def new_embedder(spec: BaseSpec, workers: int | None) -> Embedder:
-    """The base's embedding model; an HTTP one is told the dimension the base's vectors have,
-    so one wrong answer is refused rather than learnt (and every right one after it refused
-    in turn)."""
-    return registry.embedder_from_spec(_embedding_spec(spec), workers=workers)
-
-
-def _embedding_spec(spec: BaseSpec) -> dict:
-    embedding = dict(spec.embedding)
-    if spec.dimension and embedding.get("provider", "embedded") != "embedded":
-        embedding = {"dimension": spec.dimension, **embedding}
-    return embedding
+    """The base's embedding model; one that takes a `dimension` (an HTTP one) is told the
+    dimension the base's vectors have, so one wrong answer is refused rather than learnt (and
+    every right one after it refused in turn)."""
+    return registry.embedder_from_spec(spec.embedding, workers=workers, dimension=spec.dimension)
 
 
 def prefixes(spec: BaseSpec) -> tuple[str, str]:
@@ -141,7 +134,13 @@ class SearchCount:
         """Write the searches counted since the last flush, on `store` (or one borrowed), only
         when no other connection is writing (never waiting for it): after a search once
         COUNT_FLUSH_S has passed, and at once when `force`d (status, close). What could not be
-        written is kept for the next flush (at close there is none: it is dropped)."""
+        written is kept for the next flush (at close there is none: it is dropped).
+
+        A write that fails for any other reason (a disk I/O error, a -wal deleted under the
+        process) raises nothing either: the flush runs after a search whose answer is already
+        made, and a count is not worth losing that answer for. The count is kept, as when
+        another connection holds the write lock, and the failure is met again, and said, by
+        the next write that matters (a fact, an indexing run)."""
         with self._lock:
             due = force or time.monotonic() - self._last_flush >= COUNT_FLUSH_S
             if not due or not self._pending:
@@ -154,10 +153,8 @@ class SearchCount:
             else:
                 with borrow() as borrowed:
                     written = borrowed.count_searches(pending)
-        except Exception:
+        except Exception:  # never the search's failure: the docstring says why
             written = False
-            if not force:
-                raise
         if not written:
             with self._lock:
                 self._pending += pending

@@ -33,9 +33,12 @@ def add_parser(commands: Any) -> None:
         commands,
         "index",
         run,
-        "create or update a base: add folders as sources, index them",
+        "create or update a base: add folders (or files) as sources, index them",
         "metis-lite index handbook.db examples/handbook",
         "metis-lite index handbook.db   # again: only what changed since the last run",
+        "metis-lite index handbook.db examples/handbook --exclude 'ti/' --exclude '*.docx'",
+        "metis-lite index handbook.db examples/handbook --no-exclude   # it excludes no more",
+        "metis-lite index leave.db examples/handbook/policies/leave.md   # one file, a source",
         "metis-lite index policies.db examples/handbook/policies --chunk-size 800 --fusion rrf",
         "metis-lite index handbook.db --workers 2 --quiet   # two cores, no progress on stderr",
     )
@@ -44,8 +47,43 @@ def add_parser(commands: Any) -> None:
         "folders",
         nargs="*",
         metavar="FOLDER",
-        help="folders to add as sources, each once (default: none; the sources the base has are"
-        " indexed again either way)",
+        help="folders, or files, to add as sources, each once (default: none; the sources the"
+        " base has are indexed again either way)",
+    )
+    rules = index.add_argument_group(
+        "a folder's rules",
+        "A folder leaves out hidden files and what its .gitignore, .ignore and\n"
+        ".metisignore files exclude. Its rules are kept with the source and shown by\n"
+        "`sources`; given with a FOLDER (one already a source too), they replace its own,\n"
+        "else it keeps them.",
+    )
+    rules.add_argument(
+        "--exclude",
+        action="append",
+        metavar="PATTERN",
+        help="leave out what PATTERN matches, in .gitignore's syntax (repeatable: `*.log`,"
+        " `/build`, `drafts/`, `!keep.md`); replaces the folder's patterns (default: keep them)",
+    )
+    rules.add_argument(
+        "--no-exclude",
+        action="store_true",
+        help="the folders named lose their --exclude patterns (default: keep them)",
+    )
+    ignoring = rules.add_mutually_exclusive_group()
+    ignoring.add_argument(
+        "--no-ignore",
+        action="store_const",
+        const=True,
+        dest="no_ignore",
+        help="read no ignore file: index all but hidden files and what --exclude leaves out"
+        " (default: keep the folder's choice; a new folder reads them)",
+    )
+    ignoring.add_argument(
+        "--ignore-files",
+        action="store_const",
+        const=False,
+        dest="no_ignore",
+        help="read the folder's ignore files again, after --no-ignore",
     )
     index.add_argument(
         "--reembed",
@@ -70,10 +108,10 @@ def add_parser(commands: Any) -> None:
         help="how the base's hybrid searches join their two lists (default: the base's, relative"
         " for a new base; rrf is reciprocal-rank fusion); kept in the base's spec",
     )
-    _add_model_options(index, "embedding", "embedded, openai, tei, ollama")
+    _add_model_options(index, "embedding", "embedded, openai, tei, ollama, or a plugin's")
     index.add_argument("--query-prefix", help="text put before each question (default: by model)")
     index.add_argument("--document-prefix", help="text put before each chunk (default: by model)")
-    _add_model_options(index, "reranker", "tei, cohere, embedded")
+    _add_model_options(index, "reranker", "tei, cohere, embedded, or a plugin's")
     index.add_argument("--no-reranker", action="store_true", help="remove the base's reranker")
     index.add_argument(
         "--workers",
@@ -92,14 +130,19 @@ def add_parser(commands: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from metis_lite.base.core import Base
-    from metis_lite.indexing.ingest import check_workers
+    from metis_lite.indexing.ingest import check_workers, source_kind
     from metis_lite.service.serialize import report_to_json
 
     path = Path(args.base)
     embedding = model_spec(args, "embedding")
+    excludes = _excludes(args)
     for folder in args.folders:  # before the base is made: a typo leaves no new base behind
-        if not Path(folder).expanduser().is_dir():
-            raise InvalidRequest(f"{folder} is not a folder")
+        kind = source_kind(Path(folder).expanduser().resolve(), folder)
+        if kind == "file" and (excludes or args.no_ignore):
+            raise InvalidRequest(
+                f"{folder} is a file: --exclude and --no-ignore are a folder's rules (name the "
+                "file in a command of its own)"
+            )
     reranker: Any = False
     if args.no_reranker:
         reranker = None
@@ -119,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
             fusion=args.fusion,
         )
         for folder in args.folders:
-            base.add_source(folder)
+            base.add_source(folder, excludes=excludes, no_ignore=args.no_ignore)
         if base.spec.is_memory and not args.folders and not args.json:
             warn(
                 f"{path} is a memory base: it needs no folder; add facts with "
@@ -147,6 +190,27 @@ def run(args: argparse.Namespace) -> int:
     for warning in report.warnings:
         warn(f"warning: {warning.code}: {warning.message}")
     return code
+
+
+def _excludes(args: argparse.Namespace) -> tuple[str, ...] | None:
+    """The patterns the folders named get (None: each keeps its own); INVALID_REQUEST for
+    rules given with no folder to keep them, or --exclude with --no-exclude."""
+    from metis_lite.indexing.ingest import check_excludes
+
+    if args.exclude is not None and args.no_exclude:
+        raise InvalidRequest(
+            "--exclude sets a folder's patterns, --no-exclude drops them: not both"
+        )
+    if (args.exclude is not None or args.no_exclude or args.no_ignore is not None) and not (
+        args.folders
+    ):
+        raise InvalidRequest(
+            "--exclude, --no-exclude, --no-ignore and --ignore-files set the rules of the folders"
+            " named: name the folder (metis-lite index BASE FOLDER --exclude PATTERN)"
+        )
+    if args.no_exclude:
+        return ()
+    return None if args.exclude is None else check_excludes(args.exclude)
 
 
 def _interval() -> float:

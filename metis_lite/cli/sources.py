@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from metis_lite.cli.common import add_command, print_json, say, warn
+from metis_lite.records import SourceInfo
 
 
 def add_parser(commands: Any) -> None:
@@ -26,8 +27,8 @@ def add_parser(commands: Any) -> None:
         commands,
         "sources",
         run_sources,
-        "list a base's sources with their documents and chunks, or remove one with its"
-        " documents (--remove NAME)",
+        "list a base's sources with their documents, chunks and rules, or remove one with its"
+        " documents (--remove NAME); `index BASE FOLDER --exclude …` changes a folder's rules",
         "metis-lite sources handbook.db",
         "metis-lite sources handbook.db --json",
     )
@@ -88,6 +89,16 @@ def run_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _rules(source: SourceInfo) -> str:
+    """A folder's rules as `sources` says them (nothing for the defaults)."""
+    said = ""
+    if source.excludes:
+        said += " · excludes " + " ".join(repr(p) for p in source.excludes)
+    if source.no_ignore:
+        said += " · ignore files not read (--no-ignore)"
+    return said
+
+
 def run_sources(args: argparse.Namespace) -> int:
     from metis_lite.base.core import Base
     from metis_lite.service.serialize import source_to_json
@@ -106,8 +117,9 @@ def run_sources(args: argparse.Namespace) -> int:
         return 0
     for source in sources:
         say(
-            f"{source.name}: {source.path or '(notes: the base’s facts)'} · "
-            f"{source.documents} documents · {source.chunks} chunks"
+            f"{source.name}: {source.path or '(notes: the base’s facts)'}"
+            f"{' (a file)' if source.kind == 'file' else ''} · "
+            f"{source.documents} documents · {source.chunks} chunks{_rules(source)}"
         )
     if not sources:
         warn(f"{args.base} has no source yet")

@@ -16,6 +16,7 @@ pages, and the copy opens and searches anywhere metis-lite runs.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import sys
@@ -23,9 +24,9 @@ from pathlib import Path
 
 import apsw
 
-from metis_lite.errors import InvalidRequest, StoreError
+from metis_lite.errors import BaseDamaged, DiskFull, InvalidRequest, StoreError
 from metis_lite.store import Store
-from metis_lite.store.connection import connect, damage
+from metis_lite.store.connection import connect, damage, disk_full
 from metis_lite.store.publication import unmark
 
 ALL_PAGES = -1
@@ -51,15 +52,47 @@ def copy_base(source: Path, dest: Path) -> None:
     try:
         snapshot_into(source, partial)
         _place(partial, dest)
-    except apsw.Error as exc:
-        damaged = damage(exc, source)
-        if damaged is not None:
-            raise damaged from exc
-        raise StoreError(f"cannot copy {source} to {dest}: {exc}") from exc
-    except OSError as exc:
-        raise StoreError(f"cannot copy {source} to {dest}: {exc.strerror or exc}") from exc
+    except (apsw.Error, OSError, DiskFull) as exc:
+        raise copy_failure(exc, source, dest, "copy") from exc
     finally:
         _remove(partial)
+
+
+def copy_failure(exc: BaseException, source: Path, dest: Path, doing: str) -> StoreError:
+    """What a failed copy (or publication) of `source` to `dest` means: BASE_DAMAGED for a
+    malformed page of the source; DISK_FULL when the destination's disk had no room for the
+    copy, its -wal or its -shm (SQLite's backup then reports SQLITE_FULL with the message
+    "not an error", which says nothing to a person); else STORE_ERROR with the cause."""
+    damaged = damage(exc, source)
+    if damaged is not None:
+        return damaged
+    if _no_room(exc, dest):
+        return DiskFull(
+            f"cannot {doing} {source} to {dest}: the disk holding {dest.parent} is full; "
+            f"nothing was left there and {source} is as it was: free some space and {doing} "
+            "again"
+        )
+    if isinstance(exc, StoreError):
+        return exc  # said already (a full disk under the source, its own -shm)
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+    return StoreError(f"cannot {doing} {source} to {dest}: {reason}")
+
+
+def _no_room(exc: BaseException, dest: Path) -> bool:
+    """Whether the failure, or one it was raised from, is the destination's disk being full
+    (an I/O error is one only when that disk has no room left: it may be the source's)."""
+    cause: BaseException | None = exc
+    seen: list[BaseException] = []
+    while cause is not None and all(cause is not s for s in seen):
+        seen.append(cause)
+        if isinstance(cause, apsw.FullError):
+            return True  # only the copy is written: the source is opened read-only
+        if isinstance(cause, OSError) and cause.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if isinstance(cause, DiskFull | apsw.IOError):
+            return disk_full(dest.parent)  # the copy's disk, not the source's
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 def snapshot_into(source: Path, partial: Path) -> None:
@@ -68,7 +101,7 @@ def snapshot_into(source: Path, partial: Path) -> None:
     and publish.py build on it; their caller removes `partial` when it fails."""
     with Store(source, readonly=True) as store:  # nothing is written to the source
         _backup(store.db, partial)
-    _finish(partial)
+    _finish(partial, source)
 
 
 def _check_destination(source: Path, dest: Path) -> None:
@@ -97,13 +130,18 @@ def _backup(source: apsw.Connection, partial: Path) -> None:
         target.close()
 
 
-def _finish(partial: Path) -> None:
-    """Check the copy with the base's own connection policy, fold its WAL in and close it."""
+def _finish(partial: Path, source: Path) -> None:
+    """Check the copy with the base's own connection policy, fold its WAL in and close it.
+    The backup copies pages as they are, so a copy that fails its check holds a damaged page
+    of `source` (one no command had read yet): BASE_DAMAGED."""
     copy = connect(partial)
     try:
         verdict = [row[0] for row in copy.execute("PRAGMA quick_check")]
         if verdict != ["ok"]:
-            raise StoreError(f"the copy failed its check: {'; '.join(verdict[:3])}")
+            raise BaseDamaged(
+                f"{source} is damaged: its copy fails SQLite's check "
+                f"({'; '.join(verdict[:3])}); copies made before the damage still open"
+            )
         copy.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     finally:
         copy.close()

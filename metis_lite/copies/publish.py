@@ -15,7 +15,15 @@ mode, with no -wal or -journal beside it and no write permission. Anything else 
 or a published copy someone made writable) is opened read-only, and SQLite sees what its writer
 commits. Either way a reader opens every connection it will use at once, between two looks at
 the path (`open_copy`), so that they are all of one file: a reader never mixes two copies.
-How a reader notices a new copy and switches to it is copies.py.
+How a reader notices a new copy and switches to it is service/follow.py; it switches only to a
+file `published_file` says `publish` made, looked at without a lock and without a file made
+beside it (an ordinary base put there would otherwise get a -wal and -shm from the reader).
+
+A published copy carries no log of removed vectors (store/vectors.py): its readers all start
+from nothing. `publish` also recovers its place: a -wal, -shm or -journal left beside a DEST
+that is gone (what a reader of an ordinary base put there made, or a writer killed) is removed
+just before the new copy is renamed in, since SQLite would read a -wal or roll back a
+-journal into the new file; beside a DEST that is there, they are a writer's, and refused.
 """
 
 from __future__ import annotations
@@ -29,10 +37,10 @@ from pathlib import Path
 
 import apsw
 
-from metis_lite.copies.backup import SIDE_FILES, snapshot_into
-from metis_lite.errors import InvalidRequest, StoreError
+from metis_lite.copies.backup import SIDE_FILES, copy_failure, snapshot_into
+from metis_lite.errors import BaseNotFound, DiskFull, InvalidRequest, StoreError
 from metis_lite.store import Publication, Store, now_iso
-from metis_lite.store.connection import damage
+from metis_lite.store.pool import connections_to_open
 
 PUBLISHED_MODE = 0o444
 """A published copy's permissions: read-only for everyone, as nothing may write it."""
@@ -111,7 +119,8 @@ def publish(source: str | os.PathLike[str], dest: str | os.PathLike[str]) -> Pub
     `dest` must be absent or a copy published before (never a base that is written, nor
     another file: INVALID_REQUEST), in an existing folder, not a link. The source may be
     searched and indexed meanwhile; it is opened read-only. A failure leaves `dest` as it was
-    and removes the temporary file (StoreError; NOT_A_BASE, BASE_DAMAGED for the source).
+    and removes the temporary file (StoreError; NOT_A_BASE, BASE_DAMAGED for the source;
+    DISK_FULL when DEST's disk has no room for it).
     """
     source, dest = Path(source), Path(dest)
     started = time.monotonic()
@@ -121,6 +130,7 @@ def publish(source: str | os.PathLike[str], dest: str | os.PathLike[str]) -> Pub
         snapshot_into(source, partial)
         publication = Publication(secrets.token_hex(16), now_iso())
         with Store(partial) as copy:
+            copy.clear_removals()
             copy.mark_published(publication)
             chunks = copy.counts()["chunks"]
             last = copy.last_run()
@@ -130,12 +140,11 @@ def publish(source: str | os.PathLike[str], dest: str | os.PathLike[str]) -> Pub
         os.chmod(partial, PUBLISHED_MODE)
         _fsync(partial, os.O_RDONLY)
         _check_destination(source, dest)  # again: what is there may have changed meanwhile
+        _remove_orphans(dest)
         os.replace(partial, dest)
         _fsync(dest.parent, os.O_RDONLY | os.O_DIRECTORY)
-    except apsw.Error as exc:
-        raise damage(exc, source) or StoreError(f"cannot publish {source}: {exc}") from exc
-    except OSError as exc:
-        raise StoreError(f"cannot publish {source} at {dest}: {exc.strerror or exc}") from exc
+    except (apsw.Error, OSError, DiskFull) as exc:
+        raise copy_failure(exc, source, dest, "publish") from exc
     finally:
         for name in (str(partial), *(f"{partial}{s}" for s in SIDE_FILES)):
             try:
@@ -166,7 +175,7 @@ def _check_destination(source: Path, dest: Path) -> None:
     if dest.exists() and source.exists() and os.path.samefile(source, dest):
         raise InvalidRequest(f"{dest} is the base itself: publish it to another path")
     written = [f"{dest.name}{s}" for s in ("-wal", "-journal") if os.path.lexists(f"{dest}{s}")]
-    if written:
+    if written and os.path.lexists(dest):  # beside no file, they are orphans: _remove_orphans
         raise InvalidRequest(
             f"{', '.join(written)} lies beside {dest}: a base is written there; publish to a "
             "path that only readers open"
@@ -188,6 +197,18 @@ def _check_destination(source: Path, dest: Path) -> None:
         )
 
 
+def _remove_orphans(dest: Path) -> None:
+    """Remove what lies beside a DEST that is not there (the module says why), so that the
+    copy renamed in is read as the one file it is."""
+    if os.path.lexists(dest):
+        return
+    for suffix in SIDE_FILES:
+        try:
+            os.unlink(f"{dest}{suffix}")
+        except FileNotFoundError:
+            pass
+
+
 def _fsync(path: Path, flags: int) -> None:
     fd = os.open(path, flags)
     try:
@@ -200,6 +221,31 @@ def _fsync(path: Path, flags: int) -> None:
 
 
 # -- readers ---------------------------------------------------------------------------------
+
+
+def published_file(path: str | os.PathLike[str]) -> tuple[FileState, Publication]:
+    """The file at `path` and its publication mark, when `publish` made it: marked, with no
+    writer's file (-wal, -journal) beside it. Looked at as an immutable file (no lock, no
+    -shm, nothing made beside it, whatever the file is). StoreError saying why otherwise;
+    BASE_NOT_FOUND when nothing is there; the errors of a file that is no usable base."""
+    path = Path(path)
+    try:
+        before = file_state(path)
+    except FileNotFoundError:
+        raise BaseNotFound(f"{path} is gone") from None
+    if before.beside:
+        raise StoreError(
+            f"{', '.join(path.name + s for s in before.beside)} lies beside {path}: a writer "
+            "has it, and a reader switches only to a copy `metis-lite publish` made"
+        )
+    with Store(path, immutable=True) as peek:
+        publication = peek.publication()
+    if publication is None:
+        raise StoreError(
+            f"{path} is a base that was not published: a reader switches only to a copy "
+            "`metis-lite publish` made (remove it, then publish there again)"
+        )
+    return before, publication
 
 
 def immutable_safe(state: FileState, store: Store) -> bool:
@@ -219,8 +265,11 @@ def open_copy(path: str | os.PathLike[str], connections: int) -> tuple[Copy, lis
     closed and opened again (OPEN_TRIES). Immutable where `immutable_safe` says so.
 
     BASE_NOT_FOUND when nothing is there; the errors of a file that is not a usable base as
-    Store raises them; StoreError when the file is replaced at every try."""
+    Store raises them; StoreError when the file is replaced at every try. Never more than
+    the process's budget of connections lets a base keep (store/pool.py): the pool opens the
+    rest when needed, each checked to be of the same file (`reopen`)."""
     path = Path(path)
+    connections = connections_to_open(connections)
     for _ in range(OPEN_TRIES):
         opened = _open_all(path, connections)
         if opened is not None:

@@ -5,7 +5,10 @@ by a request that has arrived whole: its head and, when it has one, its body wit
 So a client that connects and sends nothing, or sends a byte now and then, costs a socket and a
 few hundred bytes, never a worker. What it guards against, each number named in `Limits`:
 
-- at most `max_connections` open connections, `per_client` of them from one address. When a
+- at most `max_connections` open connections, `per_client` of them from one client. A client
+  is its address normalised (`client_key`): an IPv4 address however it arrives (an
+  IPv4-mapped IPv6 one is the same), an IPv6 /64 (one host holds a whole /64), and every
+  loopback address as one (127.0.0.2, 127.0.0.3 … are the same machine). When a
   new connection finds either full, the oldest idle connection in its way is closed to admit
   it: idle is every connection whose request is not with a worker or being answered (one that
   sent nothing yet, a kept-alive one between requests, one whose request is still arriving),
@@ -20,7 +23,14 @@ few hundred bytes, never a worker. What it guards against, each number named in 
   DRAIN_BYTES within the request's deadline, before the connection closes: an ordinary client
   sending a 20 MB body reads its 413 rather than a reset;
 - a response is written by the loop, so a client that does not read holds no worker, and a
-  write that stalls past `request_timeout_s` ends the connection.
+  write that stalls past `request_timeout_s` ends the connection. Its body is written a slice
+  at a time, each after the last has left for the socket, so a client that does not read holds
+  one copy of its answer, never two or three; and the answers held for clients that have not
+  read them yet are bounded: `max_held_bytes` in all and `held_per_client` for one client. An
+  answer past either is answered 503 SERVICE_BUSY instead (and dropped), unless nothing is
+  held yet (one answer always goes) or it is small (`SMALL_ANSWER_BYTES`: bounded by the
+  connections already). So sockets that ask for a large document and never read cost the
+  service at most those bounds, however many they are.
 
 What a request means is the app's (`App`): the index service's routes (service_routes.py) or
 the model server's (model_routes.py). The app also shapes the server's own refusals, so each
@@ -48,6 +58,7 @@ from metis_lite.http.wire import (
     HttpError,
     Request,
     Response,
+    client_key,
     log_exception,
     parse_head,
 )
@@ -70,8 +81,25 @@ MAX_CONNECTIONS = 1024
 when none is idle (the module says which)."""
 
 MAX_CONNECTIONS_PER_CLIENT = 256
-"""Open connections from one address, as MAX_CONNECTIONS: one client (or one attacker) cannot
-hold them all. Every loopback client shares one address."""
+"""Open connections from one client (`client_key`), as MAX_CONNECTIONS: one client (or one
+attacker) cannot hold them all. Every loopback client is one client."""
+
+MAX_HELD_BYTES = 256 * 1024 * 1024
+"""Bytes of answers held for clients that have not read them yet, in all; an answer past it is
+answered 503 (the module says which). Above the largest document served back (64 MiB), four
+times over."""
+
+HELD_PER_CLIENT = 64 * 1024 * 1024
+"""Bytes of unread answers held for one client (`client_key`): a quarter of MAX_HELD_BYTES, so
+one client that asks and never reads cannot take the whole of it."""
+
+SMALL_ANSWER_BYTES = 64 * 1024
+"""An answer this small is never refused for the bytes held: every JSON answer of the API is
+(a search's, a page of facts), and the connections bound what such answers hold
+(MAX_CONNECTIONS of them: 64 MiB)."""
+
+WRITE_SLICE = 64 * 1024
+"""A body is handed to the socket this much at a time, the next once the last has left."""
 
 LISTEN_BACKLOG = 512
 """Connections the kernel holds until the loop accepts them (asyncio would set 100: a burst
@@ -100,6 +128,8 @@ class Limits:
     keep_alive_s: float = KEEP_ALIVE_S
     max_connections: int = MAX_CONNECTIONS
     per_client: int = MAX_CONNECTIONS_PER_CLIENT
+    max_held_bytes: int = MAX_HELD_BYTES
+    held_per_client: int = HELD_PER_CLIENT
 
 
 class App(Protocol):
@@ -116,9 +146,11 @@ class App(Protocol):
 @dataclass(eq=False)
 class _Connection:
     """One open connection as the table sees it: busy while a worker answers its request and
-    the answer is written, else idle since `idle_since` (the loop's clock)."""
+    the answer is written, else idle since `idle_since` (the loop's clock). `client` is the
+    peer's address as logged, `key` the client it counts as (client_key)."""
 
     client: str
+    key: str
     task: asyncio.Task[None]
     idle_since: float
     busy: bool = False
@@ -173,6 +205,8 @@ class Server:
         self._connections: dict[asyncio.Task[None], _Connection] = {}
         self._per_client: Counter[str] = Counter()
         self._in_flight = 0
+        self._held = 0
+        self._held_by: Counter[str] = Counter()
         self._closers: list[Callable[[], None]] = []
         self._closed = False
 
@@ -251,14 +285,15 @@ class Server:
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
         client = str(peer[0]) if peer else "-"
+        key = client_key(client)
         task = asyncio.current_task()
         assert task is not None
-        if not self._make_room(client):
+        if not self._make_room(key):
             await self._refuse_at_accept(reader, writer)
             return
-        connection = _Connection(client, task, asyncio.get_running_loop().time())
+        connection = _Connection(client, key, task, asyncio.get_running_loop().time())
         self._connections[task] = connection
-        self._per_client[client] += 1
+        self._per_client[key] += 1
         try:  # cancelled (closed for a newer connection, or at shutdown) while in either part
             try:
                 buffer = bytearray()
@@ -275,21 +310,18 @@ class Server:
             self._forget(task)
             writer.close()
 
-    def _make_room(self, client: str) -> bool:
-        """Whether a new connection from `client` may open: there is room, or the oldest idle
-        connection in its way (the client's own when its share is full) was closed for it."""
-        if self._per_client[client] >= self.limits.per_client:
-            return self._close_oldest_idle(client)
+    def _make_room(self, key: str) -> bool:
+        """Whether a new connection from the client `key` may open: there is room, or the
+        oldest idle connection in its way (the client's own when its share is full) was closed
+        for it."""
+        if self._per_client[key] >= self.limits.per_client:
+            return self._close_oldest_idle(key)
         if len(self._connections) >= self.limits.max_connections:
             return self._close_oldest_idle(None)
         return True
 
-    def _close_oldest_idle(self, client: str | None) -> bool:
-        idle = [
-            c
-            for c in self._connections.values()
-            if not c.busy and (client is None or c.client == client)
-        ]
+    def _close_oldest_idle(self, key: str | None) -> bool:
+        idle = [c for c in self._connections.values() if not c.busy and key in (None, c.key)]
         if not idle:
             return False
         oldest = min(idle, key=lambda c: c.idle_since)
@@ -302,9 +334,9 @@ class Server:
         connection = self._connections.pop(task, None)
         if connection is None:
             return
-        self._per_client[connection.client] -= 1
-        if not self._per_client[connection.client]:
-            del self._per_client[connection.client]
+        self._per_client[connection.key] -= 1
+        if not self._per_client[connection.key]:
+            del self._per_client[connection.key]
 
     async def _exchange(
         self,
@@ -355,7 +387,7 @@ class Server:
             return False
         self._in_flight += 1
         try:
-            response = await loop.run_in_executor(self._pool, self._handle, request)
+            response = await loop.run_in_executor(self._pool, self._handle, request, connection.key)
         finally:
             self._in_flight -= 1
         close = (
@@ -364,8 +396,31 @@ class Server:
             or response.close
             or self._stopping
         )
-        await self._write(writer, response, request.head, client, close=close)
+        held = 0 if request.head.method == "HEAD" else len(response.body)
+        if not self._may_hold(connection.key, held):
+            held = 0
+            response = self._too_much_held(request)
+        self._held += held
+        self._held_by[connection.key] += held
+        try:
+            await self._write(writer, response, request.head, client, close=close)
+        finally:
+            self._held -= held
+            self._held_by[connection.key] -= held
+            if self._held_by[connection.key] <= 0:
+                del self._held_by[connection.key]
         return not close
+
+    def _may_hold(self, key: str, size: int) -> bool:
+        """Whether an answer of `size` bytes may be held for the client `key` until it reads
+        it: small, or within both bounds, or the first held (of all, or of the client). The
+        loop's own state; a worker may read it too (two integers: at worst a moment old)."""
+        if size <= SMALL_ANSWER_BYTES:
+            return True
+        held, mine = self._held, self._held_by[key]
+        over_all = held > 0 and held + size > self.limits.max_held_bytes
+        over_mine = mine > 0 and mine + size > self.limits.held_per_client
+        return not (over_all or over_mine)
 
     async def _read_request(
         self,
@@ -431,13 +486,27 @@ class Server:
         response = self.app.refuse(exc.status, exc.message, head, exc.headers)
         return _Refused(response, head, unread, drain_s)
 
-    def _handle(self, request: Request) -> Response:
-        """On a worker: the app's answer; an error that escapes it is a logged 500."""
+    def _handle(self, request: Request, key: str) -> Response:
+        """On a worker: the app's answer; an error that escapes it is a logged 500. An answer
+        that could not be held now for the client `key` is dropped here, on the worker, not
+        kept until the loop gets to it (the loop decides again: the bounds are its own)."""
         try:
-            return self.app.handle(request)
+            response = self.app.handle(request)
         except Exception as exc:
             log_exception(f"{request.method} {request.path}", exc)
             return self.app.refuse(500, "internal error", request.head, ())
+        if request.method != "HEAD" and not self._may_hold(key, len(response.body)):
+            return self._too_much_held(request)
+        return response
+
+    def _too_much_held(self, request: Request) -> Response:
+        return self.app.refuse(
+            503,
+            "the service holds too many answers that their clients have not read yet: "
+            "try again in a moment",
+            request.head,
+            (("Retry-After", "1"),),
+        )
 
     # -- answering ------------------------------------------------------------------------
 
@@ -450,9 +519,17 @@ class Server:
         *,
         close: bool,
     ) -> None:
-        data = response.encode(close=close, head_only=head is not None and head.method == "HEAD")
+        body = b"" if head is not None and head.method == "HEAD" else response.body
         async with asyncio.timeout(self.limits.request_timeout_s):
-            writer.write(data)
+            head_bytes = response.encode_head(close=close)
+            if len(body) <= WRITE_SLICE:  # one write, as one segment: a copy of a few bytes
+                writer.write(head_bytes + body)
+            else:
+                writer.write(head_bytes)
+                view = memoryview(body)
+                for start in range(0, len(view), WRITE_SLICE):
+                    writer.write(view[start : start + WRITE_SLICE])
+                    await writer.drain()  # the transport holds one slice: no copy of the body
             await writer.drain()
         if self.access_log:
             method = head.method if head else "-"

@@ -79,6 +79,12 @@ McpFactory = Callable[[Mapping[str, Any], Callable[[], AbstractContextManager[No
 so that the routes do not import an edge above them), with what holds a read-only service's
 copies open for each tool call to its end; it raises ImportError without the SDK."""
 
+DOCUMENTS_AT_ONCE = 4
+"""Documents read back at once: each is read whole into memory (up to 64 MiB) by its worker
+before the server writes it, so a flood of requests for a large one would otherwise hold a copy
+per worker; one more is answered 503 at once (what the server then holds for clients that do
+not read is bounded by the server itself: server.py)."""
+
 WRITES = ("POST", "PUT", "PATCH", "DELETE")
 """Methods that change something: their Origin, when sent, must be the service's own."""
 
@@ -120,6 +126,7 @@ class ServiceApp:
         self._mcp_factory = mcp
         self._mcp: Any = None
         self._mcp_lock = threading.Lock()
+        self._documents = threading.BoundedSemaphore(DOCUMENTS_AT_ONCE)
         self.routes = tuple(
             Route(method, _pattern(template), getattr(self, name), token)
             for method, template, name, token in (
@@ -207,15 +214,20 @@ class ServiceApp:
     # -- endpoints ------------------------------------------------------------------------
 
     def health(self, request: Request, grant: Grant) -> Response:
-        """Whether every base is open: `ok`, else `degraded` (a read-only service answers it
-        503, so that a load balancer sends its requests to another reader; a writable one 200,
-        the others being served). Which file each base serves is said to a request with a
-        token (or to any, where no tokens are configured), of the bases the token may see."""
+        """Whether every base is open and serves the file at its path: `ok`, else `degraded`.
+        A base that is not open is answered 503 by a read-only service, so that a load
+        balancer sends its requests to another reader (a writable one answers 200, the others
+        being served); a reader that keeps its copy because the file at the path is gone or is
+        no published copy answers 200 (it still answers, and every reader would refuse the
+        same file: 503 would leave none) and says why under each base's `replacement`. Which
+        file each base serves is said to a request with a token (or to any, where no tokens
+        are configured), of the bases the token may see."""
         health = self.service.health(self.service.names)
         opened = sum(1 for base in health if base.open)
         ok = opened == len(health)
+        current = ok and all(base.replacement is None for base in health)
         body: dict[str, Any] = {
-            "status": "ok" if ok else "degraded",
+            "status": "ok" if current else "degraded",
             "version": __version__,
             "read_only": self.service.read_only,
             "open": opened,
@@ -283,8 +295,17 @@ class ServiceApp:
         from metis_lite.store.document_file import read_document
 
         self._base(grant, name)
-        with self.service.base(name).reading() as store:
-            found = read_document(store, source, path)
+        if not self._documents.acquire(blocking=False):
+            raise HttpError(
+                503,
+                f"{DOCUMENTS_AT_ONCE} documents are being read back: try again in a moment",
+                headers=(("Retry-After", "1"),),
+            )
+        try:
+            with self.service.base(name).reading() as store:
+                found = read_document(store, source, path)
+        finally:
+            self._documents.release()
         headers: tuple[tuple[str, str], ...] = (
             ("Content-Type", found.media_type),
             ("Cache-Control", "no-cache"),

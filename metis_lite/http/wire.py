@@ -2,13 +2,17 @@
 
 Nothing here reads a socket or knows a route. `parse_head` turns the bytes of a request line
 and its headers into a `Head`, or raises `HttpError` with the status HTTP's standard gives
-each fault (400, 414, 431, 505); every number it checks is named once below. Both servers'
-apps (`serve`, `models serve`) also share here what keeps a web page from using them: the
-Origin and content-type checks of a write, and the headers every answer carries.
+each fault (400, 414, 431, 505); every number it checks is named once below. A request with
+more than one Host is refused (400, as HTTP/1.1 requires): a check that read one of them and a
+route that read another would disagree about which site was asked. `client_key` says which
+client an address counts as for the server's per-client bounds. Both servers' apps (`serve`,
+`models serve`) also share here what keeps a web page from using them: the Origin and
+content-type checks of a write, and the headers every answer carries.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 import sys
@@ -65,6 +69,13 @@ _DIGITS = re.compile(r"[0-9]{1,18}")
 """A Content-Length: ASCII digits only (`²` is a digit to str.isdigit, not to HTTP)."""
 
 _VERSIONS = ("HTTP/1.0", "HTTP/1.1")
+
+IPV6_CLIENT_PREFIX = 64
+"""An IPv6 client is its /64: a host is handed a whole /64 and may use any address in it, so
+counting each address alone would give one host 2**64 shares."""
+
+LOOPBACK_CLIENT = "loopback"
+"""The one client every loopback address (127.0.0.0/8, ::1) counts as."""
 
 
 class HttpError(MetisError):
@@ -156,13 +167,18 @@ class Response:
     close: bool = False
 
     def encode(self, *, close: bool, head_only: bool = False) -> bytes:
+        head = self.encode_head(close=close)
+        return head if head_only else head + self.body
+
+    def encode_head(self, *, close: bool) -> bytes:
+        """The status line and headers alone: the server writes the body after them in slices,
+        never a second copy of it joined to its head."""
         phrase = _phrase(self.status)
         lines = [f"HTTP/1.1 {self.status} {phrase}"]
         lines += [f"{name}: {value}" for name, value in self.headers]
         lines.append(f"Content-Length: {len(self.body)}")
         lines.append("Connection: close" if close else "Connection: keep-alive")
-        head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
-        return head if head_only else head + self.body
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
 
 def _phrase(status: int) -> str:
@@ -198,6 +214,8 @@ def parse_head(data: bytes) -> Head:
         headers.append((name.lower(), value.strip(" \t")))
     if len(headers) > MAX_HEADERS:
         raise HttpError(431, f"more than {MAX_HEADERS} header lines")
+    if sum(1 for name, _ in headers if name == "host") > 1:
+        raise HttpError(400, "a request carries one Host header, not several")
     return Head(method, target, version, tuple(headers))
 
 
@@ -254,3 +272,20 @@ def log_exception(context: str, exc: BaseException) -> None:
             lines.append(f'    File "{frame.filename}", line {frame.lineno}, in {frame.name}')
         current = current.__cause__ or current.__context__
     print("\n".join(lines), file=sys.stderr, flush=True)
+
+
+def client_key(address: str) -> str:
+    """The client an address counts as for the per-client caps (the module says why): an
+    IPv4-mapped IPv6 address as its IPv4 address, any loopback address as LOOPBACK_CLIENT, an
+    IPv6 address as its /IPV6_CLIENT_PREFIX network; what is no IP address, as it is."""
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])  # a zone (fe80::1%eth0) aside
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    if ip.is_loopback:
+        return LOOPBACK_CLIENT
+    if isinstance(ip, ipaddress.IPv6Address):
+        return str(ipaddress.IPv6Network((ip, IPV6_CLIENT_PREFIX), strict=False))
+    return str(ip)

@@ -1,6 +1,7 @@
 """Document → chunks → index: one indexing run of a base, and its report (`index`).
 
-A run lists each folder source (walk.py), then reads what changed, file by file, and hands
+A run lists each source (walk.py: a folder's files but those its rules exclude, ignore.py;
+a file source's one file), then reads what changed, file by file, and hands
 each changed file's bytes to the parse workers (parse_pool.py: a process per core the
 indexer may run on, or this process for a run with little to parse); each document is written
 with its chunks and words in one transaction as soon as it is parsed, in the order the files
@@ -36,9 +37,17 @@ from functools import partial
 from pathlib import Path
 
 from metis_lite.errors import InvalidRequest, ModelError
+from metis_lite.indexing.ignore import check_excludes
 from metis_lite.indexing.parse_pool import Parsed, ParseJob, ParsePool
 from metis_lite.indexing.pipeline import Embedding, Pipeline, Progress
-from metis_lite.indexing.walk import Skip, SourceFile, walk
+from metis_lite.indexing.walk import (
+    Skip,
+    SourceFile,
+    file_gone,
+    source_kind,
+    walk,
+    walk_file,
+)
 from metis_lite.models.base import Embedder
 from metis_lite.models.batching import allowed_cores
 from metis_lite.records import MetisWarning
@@ -48,10 +57,23 @@ from metis_lite.store.files import Unreadable, open_inside, read_all
 from metis_lite.store.spec import BaseSpec
 from metis_lite.text import chunking, tokenizer
 
-__all__ = ["IndexReport", "Progress", "Skip", "check_workers", "embed_missing", "index"]
+__all__ = [
+    "IndexReport",
+    "Progress",
+    "Skip",
+    "check_excludes",
+    "check_workers",
+    "embed_missing",
+    "index",
+    "source_kind",
+]
 
 SOURCE_IS_A_LINK = "SOURCE_IS_A_LINK"
 """The warning of a run that found a source folder replaced by a symlink (never followed)."""
+
+NO_DOCUMENTS = "NO_DOCUMENTS"
+"""The warning of a run that indexes nothing of a folder because its rules exclude it all
+(the search's warning of a base with no document has the same code)."""
 
 PARSE_WORKERS_UNAVAILABLE = "PARSE_WORKERS_UNAVAILABLE"
 """The warning of a run whose worker processes could not start: it parsed in this process."""
@@ -117,13 +139,14 @@ class _Tally:
 
 @dataclass(frozen=True)
 class _Source:
-    """A folder source as a run reads it: its files listed, its documents as stored."""
+    """A source as a run reads it: its files listed, its documents as stored."""
 
     id: int
     name: str
-    root: str  # its folder, real when it was added: a link swapped in later leads outside it
+    root: str  # its folder (or file), real when added: a link swapped in later leads outside
     files: tuple[SourceFile, ...]
     stored: dict[str, StoredDocument]
+    held: tuple[str, ...] = ()  # folders whose documents are kept as they are (walk.Listing)
 
 
 def index(
@@ -163,7 +186,7 @@ def index(
         listed = {source.id for source in sources}
         every_source = not any(  # each source with documents is read: none is left as it was
             store.documents_of(i) for i, _, path in store.sources() if path and i not in listed
-        )
+        ) and not any(source.held for source in sources)
         if store.chunks_outdated:
             sources = [_cut_again(source) for source in sources]
         embedding = Embedding(
@@ -244,16 +267,26 @@ def check_workers(workers: object) -> int | None:
 
 
 def _list_sources(store: Store, tally: _Tally) -> list[_Source]:
-    """Every folder source the run reads, its files listed; a source that cannot be read is
-    skipped with why (its documents kept), one inside another has its documents removed."""
+    """Every source the run reads, its files listed; a source that cannot be read is skipped
+    with why (its documents kept), one inside another has its documents removed."""
     folders = [(i, n, p) for i, n, p in store.sources() if p is not None]  # not the notes
+    options = store.source_options()
     sources = []
     for source_id, source_name, folder in folders:
         root = Path(folder)
-        link = _linked(root)
+        read = options.get(source_id)
+        is_file = read is not None and read.kind == "file"
+        link = _linked(root, "file" if is_file else "folder")
         if link is not None:
             tally.skipped.append(Skip(f"{source_name}/", f"{link}; its documents are kept"))
             tally.warnings.append(MetisWarning(SOURCE_IS_A_LINK, f"{source_name}: {link}"))
+            continue
+        if is_file:
+            if _file_is_there(store, source_id, source_name, root, tally):
+                files = walk_file(root, source_name).files
+                sources.append(
+                    _Source(source_id, source_name, folder, files, store.documents_of(source_id))
+                )
             continue
         if not root.is_dir():
             reason = "source folder is missing" if not root.exists() else "source is not a folder"
@@ -275,14 +308,49 @@ def _list_sources(store: Store, tally: _Tally) -> list[_Source]:
             )
             continue
         try:
-            files = walk(root, tally.skipped, source_name)
+            listing = walk(
+                root,
+                tally.skipped,
+                source_name,
+                excludes=read.excludes if read else (),
+                no_ignore=read.no_ignore if read else False,
+                warnings=tally.warnings,
+            )
         except Unreadable as exc:
             tally.skipped.append(Skip(f"{source_name}/", f"{exc.reason}; its documents are kept"))
             continue
+        if listing.all_excluded is not None:
+            tally.warnings.append(MetisWarning(NO_DOCUMENTS, listing.all_excluded))
         sources.append(
-            _Source(source_id, source_name, str(root), tuple(files), store.documents_of(source_id))
+            _Source(
+                source_id,
+                source_name,
+                str(root),
+                listing.files,
+                store.documents_of(source_id),
+                listing.held,
+            )
         )
     return sources
+
+
+def _file_is_there(store: Store, source_id: int, name: str, path: Path, tally: _Tally) -> bool:
+    """Whether a file source is a file to read (a FIFO or such is refused when read); if it
+    is gone, or a folder now, its document is removed, with why (walk.file_gone)."""
+    gone = file_gone(path, name)
+    if gone is None:
+        return True
+    code, why = gone
+    if code is None:  # its folder is gone too: kept, as a missing folder's documents are
+        tally.skipped.append(Skip(f"{name}/", why))
+        return False
+    removed = store.remove_documents_of(source_id)
+    tally.removed += removed
+    if removed:  # said once, by the run that removes it; later runs skip it with why
+        why = f"{why}; its document was removed"
+        tally.warnings.append(MetisWarning(code, f"{name}: {why}"))
+    tally.skipped.append(Skip(f"{name}/", why))
+    return False
 
 
 def _cut_again(source: _Source) -> _Source:
@@ -350,7 +418,7 @@ def _index_source(
             partial(_write, store, source.id, file, digest, before, stored, tally, label),
         )
     for name, document in source.stored.items():
-        if name not in present:
+        if name not in present and not any(name.startswith(held) for held in source.held):
             store.remove_document(document.id)
             tally.removed += 1
 
@@ -359,17 +427,17 @@ def _nothing(parsed: Parsed | None) -> int:
     return 0
 
 
-def _linked(root: Path) -> str | None:
-    """Why a source folder is not read because it, or a folder above it, is now a symlink
-    (it was a real folder when added, stored resolved): a link is never followed out of the
-    folder the base was given. None when its path is still its real path."""
+def _linked(root: Path, kind: str) -> str | None:
+    """Why a source folder (or file) is not read because it, or a folder above it, is now a
+    symlink (it was real when added, stored resolved): a link is never followed out of what
+    the base was given. None when its path is still its real path."""
     real = os.path.realpath(root)
     if real == str(root):
         return None
     what = "is now a symlink" if root.is_symlink() else "now lies behind a symlink"
     return (
-        f"source folder {root} {what} (to {real}), which is never followed: remove the source "
-        "and add the folder it should read"
+        f"source {kind} {root} {what} (to {real}), which is never followed: remove the source "
+        f"and add the {kind} it should read"
     )
 
 

@@ -22,11 +22,20 @@ rather than on concurrent.futures.ProcessPoolExecutor, because of what a pool mu
 - Ctrl-C: workers ignore SIGINT and end with the indexer, instead of each printing a
   traceback; and nothing re-runs the caller's main script (multiprocessing's spawn does).
 
-PDFium's memory is a budget for the run, not a cap per worker: each parse worker starts its
-own PDFium worker (parsing/pdf.py), so at most PDF_READERS_MAX PDFs are read at once, and each
-PDFium worker is capped at its share of PDF_MEMORY_BUDGET. A PDF waits for a reader free
-while the files behind it go on (a worker is never kept idle by one), so a run's PDFium
-workers stay within the budget whatever the number of cores.
+Memory is a budget for the run, not a cap per worker, by one rule for PDFium and for the
+parsers: each parse worker's data segment is capped (RLIMIT_DATA) at its share of
+PARSE_MEMORY_BUDGET, and each starts its own PDFium worker (parsing/pdf.py) capped at its share
+of PDF_MEMORY_BUDGET; at most PARSE_READERS_MAX large files (`large`: over LARGE_FILE_BYTES,
+or a DOCX) and PDF_READERS_MAX PDFs are parsed at once. A file waits for a reader free while the files behind
+it go on (a worker is never kept idle by one), so a run stays within both budgets whatever the
+number of cores. A file past its worker's share is refused with why, and that worker replaced
+(a parser that ran out of memory may leave its heap in pieces). A run of one parses in the
+indexer only files that are not large: a large one goes to a worker process all the same
+(`serve --index-workers 1` never holds a 50 MB parse).
+
+A worker that does not answer within a file's deadline (parse_deadline_s: stopped, stuck in C,
+quadratic on a hostile file) is killed; the file is skipped with why, and a new worker takes
+the next file, so nothing a worker does can stop a run.
 
 Answers are pickled: chunks of one document share their title and headings, which pickle
 sends once (a page of 1,000 chunks under one long heading would otherwise send it 1,000
@@ -41,6 +50,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import traceback
 from collections import deque
 from concurrent.futures import Future
@@ -51,8 +61,16 @@ from pathlib import Path
 from metis_lite import parsing
 from metis_lite.errors import ParseError
 from metis_lite.parsing import pdf
+from metis_lite.parsing.pdf import PDF_DEADLINE_S
 from metis_lite.parsing.pdf_worker import PDF_MEMORY_BUDGET, PDF_MEMORY_MIN
 from metis_lite.records import Chunk
+from metis_lite.settings import (
+    LARGE_FILE_BYTES,
+    PARSE_DEADLINE_BYTES_PER_S,
+    PARSE_DEADLINE_S,
+    PARSE_MEMORY_BUDGET,
+    PARSE_MEMORY_MIN,
+)
 from metis_lite.text import chunking, tokenizer
 
 READY = b"ready"
@@ -69,10 +87,28 @@ PDF_READERS_MAX = PDF_MEMORY_BUDGET // PDF_MEMORY_MIN
 """The most PDFs a run's workers read at once (4): each worker's PDFium is capped at
 PDF_MEMORY_BUDGET // min(workers, PDF_READERS_MAX), 256 MiB to 1 GiB."""
 
+PARSE_READERS_MAX = PARSE_MEMORY_BUDGET // PARSE_MEMORY_MIN
+"""The most large files a run's workers parse at once (4): each worker
+is capped at PARSE_MEMORY_BUDGET // min(workers, PARSE_READERS_MAX), 512 MiB to 2 GiB."""
+
+WORKER_START_S = 60.0
+"""How long a new worker may take to start (Python and the parsers imported: ~0.3 s)."""
+
 
 def pdf_readers(workers: int) -> int:
     """PDFs read at once by a pool of `workers` processes."""
     return max(1, min(workers, PDF_READERS_MAX))
+
+
+def parse_readers(workers: int) -> int:
+    """Large files parsed at once by a pool of `workers` processes."""
+    return max(1, min(workers, PARSE_READERS_MAX))
+
+
+def parse_deadline_s(job: ParseJob) -> float:
+    """How long a worker may take over `job` before it is killed and the file refused."""
+    deadline = PARSE_DEADLINE_S + len(job.data) / PARSE_DEADLINE_BYTES_PER_S
+    return deadline + (PDF_DEADLINE_S if job.kind == "pdf" else 0.0)
 
 
 @dataclass(frozen=True)
@@ -118,11 +154,17 @@ def context_of(chunk: Chunk) -> str:
 
 def parse_chunks(job: ParseJob) -> Parsed:
     """Parse and chunk one file's bytes (and find their words, when asked): what a worker
-    does with a job, and what a run without workers does in the indexer."""
+    does with a job, and what a run without workers does in the indexer.
+
+    Raises MemoryError when the parser ran out of memory (parsing.parse says so as a
+    ParseError caused by one): that is the process's limit, not the file's fault, and the
+    caller says which limit (parse_here, serve)."""
     try:
         document = parsing.parse(Path(job.name), kind=job.kind, data=job.data)
         chunks = chunking.chunk(document, chunk_size=job.chunk_size)
     except ParseError as exc:
+        if isinstance(exc.__cause__, MemoryError):
+            raise MemoryError(exc.message) from exc
         return Parsed(refused=exc.message)
     words: tuple[tuple[str, str], ...] = ()
     version = job.words_version
@@ -137,29 +179,51 @@ def parse_chunks(job: ParseJob) -> Parsed:
     return Parsed(document.title, tuple(chunks), words=words)
 
 
+def parse_here(job: ParseJob) -> Parsed:
+    """`job` parsed in this process (a small file in a run of one, or no worker could start)."""
+    try:
+        return parse_chunks(job)
+    except MemoryError:
+        return Parsed(refused=f"unreadable {job.kind}: too large to read in memory")
+
+
+def out_of_memory(limit: int) -> str:
+    """Why a file a worker capped at `limit` bytes ran out of memory on is refused."""
+    return (
+        f"it needs more than {limit >> 20:,} MiB of memory to parse (a parse worker's share "
+        "of the run's memory; a tag bomb?)"
+    )
+
+
 class WorkerFailed(RuntimeError):
     """A worker failed on a job with an error that is not the file's (a bug): the run stops
     with the worker's traceback, as it would have in-process."""
 
 
 class ParsePool:
-    """`workers` processes that parse jobs (1: each job is parsed in the caller's thread, at
-    once). `submit` hands back a Future of the job's Parsed; answers come in any order.
+    """`workers` processes that parse jobs. `submit` hands back a Future of the job's Parsed;
+    answers come in any order. With `workers` 1, each job is parsed at once in the caller's
+    thread: here when not `large`, else by one worker process (started at the
+    first such file, kept for the next).
 
     `fallback` says why worker processes could not be started (then jobs are parsed in the
-    indexer's threads instead, and the run goes on). At most `pdf_readers` PDFs are parsed at
-    once, each worker's PDFium capped at `pdf_memory` bytes (see the module)."""
+    indexer's threads instead, and the run goes on). At most `pdf_readers` PDFs and
+    `parse_readers` large files are parsed at once, each worker capped at `parse_memory` bytes
+    and its PDFium at `pdf_memory` (see the module)."""
 
     def __init__(self, workers: int) -> None:
         self.workers = max(1, workers)
         self.fallback: str | None = None
         self.pdf_readers = pdf_readers(self.workers)
         self.pdf_memory = PDF_MEMORY_BUDGET // self.pdf_readers
+        self.parse_readers = parse_readers(self.workers)
+        self.parse_memory = PARSE_MEMORY_BUDGET // self.parse_readers
         self._jobs: deque[tuple[ParseJob, Future[Parsed]] | None] = deque()
-        self._queued = threading.Condition()  # guards _jobs and _pdf_free
-        self._pdf_free = self.pdf_readers
+        self._queued = threading.Condition()  # guards _jobs and _free
+        self._free = {"pdf": self.pdf_readers, "large": self.parse_readers}
         self._lock = threading.Lock()
         self._running: set[_Worker] = set()
+        self._solo: _Worker | None = None  # a run of one's worker, for its large files
         self._threads = [
             threading.Thread(target=self._serve, name=f"parse-{n}", daemon=True)
             for n in range(self.workers if self.workers > 1 else 0)
@@ -171,7 +235,11 @@ class ParsePool:
         future: Future[Parsed] = Future()
         if not self._threads:
             future.set_running_or_notify_cancel()
-            future.set_result(parse_chunks(job))
+            if not large(job):
+                future.set_result(parse_here(job))
+            else:
+                self._solo, parsed = self._parse(self._solo, job)
+                future.set_result(parsed)
         else:
             with self._queued:
                 self._jobs.append((job, future))
@@ -195,6 +263,10 @@ class ParsePool:
             self._queued.notify_all()
         for thread in self._threads:
             thread.join()
+        if self._solo is not None:
+            self._solo.close()
+            self._forget(self._solo)
+            self._solo = None
 
     def __enter__(self) -> ParsePool:
         return self
@@ -204,7 +276,7 @@ class ParsePool:
 
     def _serve(self) -> None:
         """One worker's thread: start the worker, hand it each job, and a new one after a
-        worker died (the file it held skipped with why)."""
+        worker died, ran past a file's deadline or out of memory (the file skipped with why)."""
         worker: _Worker | None = None
         try:
             while (item := self._take()) is not None:
@@ -213,47 +285,60 @@ class ParsePool:
                     if not future.set_running_or_notify_cancel():
                         continue
                     try:
-                        if worker is None and self.fallback is None:
-                            worker = self._start()
-                        parsed = worker.parse(job) if worker is not None else parse_chunks(job)
-                    except _Died as died:
-                        self._forget(worker)
-                        worker = None
-                        parsed = Parsed(refused=died.reason)
+                        worker, parsed = self._parse(worker, job)
                     except BaseException as exc:
                         future.set_exception(exc)
                         continue
                     future.set_result(parsed)
                 finally:
-                    if job.kind == "pdf":
-                        self._pdf_done()
+                    self._done(job)
         finally:
             if worker is not None:
                 worker.close()
                 self._forget(worker)
 
+    def _parse(self, worker: _Worker | None, job: ParseJob) -> tuple[_Worker | None, Parsed]:
+        """`job` parsed by `worker` (a new one when None), and the worker for the next job
+        (None: it died, ran past the job's deadline or out of memory, and was closed)."""
+        if worker is None and self.fallback is None:
+            worker = self._start()
+        if worker is None:
+            return None, parse_here(job)
+        try:
+            parsed, alive = worker.parse(job, parse_deadline_s(job))
+        except _Died as died:
+            self._forget(worker)
+            return None, Parsed(refused=died.reason)
+        if not alive:
+            worker.close()
+            self._forget(worker)
+            return None, parsed
+        return worker, parsed
+
     def _take(self) -> tuple[ParseJob, Future[Parsed]] | None:
         """The first job queued that this thread may parse now (None: the pool closes): a PDF
-        only while fewer than `pdf_readers` are being parsed, else the jobs behind it."""
+        only while fewer than `pdf_readers` are being parsed, a large file only while fewer
+        than `parse_readers` are, else the jobs behind it."""
         with self._queued:
             while True:
                 for at, item in enumerate(self._jobs):
-                    pdf_job = item is not None and item[0].kind == "pdf"
-                    if not pdf_job or self._pdf_free > 0:
+                    needs = _readers(item[0]) if item is not None else ()
+                    if all(self._free[reader] > 0 for reader in needs):
                         del self._jobs[at]
-                        if pdf_job:
-                            self._pdf_free -= 1
+                        for reader in needs:
+                            self._free[reader] -= 1
                         return item
                 self._queued.wait()
 
-    def _pdf_done(self) -> None:
+    def _done(self, job: ParseJob) -> None:
         with self._queued:
-            self._pdf_free += 1
+            for reader in _readers(job):
+                self._free[reader] += 1
             self._queued.notify_all()
 
     def _start(self) -> _Worker | None:
         try:
-            worker = _Worker(self.pdf_memory)
+            worker = _Worker(self.pdf_memory, self.parse_memory)
         except _Died as died:
             self.fallback = f"parse workers could not start ({died.reason}): parsed here"
             return None
@@ -266,6 +351,19 @@ class ParsePool:
             self._running.discard(worker)  # type: ignore[arg-type]
 
 
+def large(job: ParseJob) -> bool:
+    """Whether parsing `job` may cost much memory: a file over LARGE_FILE_BYTES, or a DOCX (a
+    zip, whose XML may inflate 100×: 256 KiB of it may hold 2 million elements)."""
+    return len(job.data) > LARGE_FILE_BYTES or job.kind == "docx"
+
+
+def _readers(job: ParseJob) -> tuple[str, ...]:
+    """The readers of the pool a job holds while parsed: "pdf" for a PDF, "large" for a
+    large file."""
+    pdf_reader = ("pdf",) if job.kind == "pdf" else ()
+    return pdf_reader + (("large",) if large(job) else ())
+
+
 class _Died(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
@@ -275,13 +373,16 @@ class _Died(Exception):
 class _Worker:
     """One worker process and the indexer's ends of its two pipes."""
 
-    def __init__(self, pdf_memory: int) -> None:
+    def __init__(self, pdf_memory: int, parse_memory: int) -> None:
+        self.memory = parse_memory
+        self.expired = False  # killed by the watch: its job ran past its deadline
         jobs_read, jobs_write = os.pipe()
         results_read, results_write = os.pipe()
         package_root = str(Path(__file__).resolve().parent.parent)
+        program = _boot(package_root, jobs_read, results_write, pdf_memory, parse_memory)
         try:
             self.process = subprocess.Popen(
-                [sys.executable, "-c", _boot(package_root, jobs_read, results_write, pdf_memory)],
+                [sys.executable, "-c", program],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 pass_fds=(jobs_read, results_write),
@@ -296,14 +397,20 @@ class _Worker:
         self._jobs = Connection(jobs_write, readable=False)
         self._results = Connection(results_read, writable=False)
         try:
-            ready = self._results.recv_bytes()
+            started = self._results.poll(WORKER_START_S)
+            ready = self._results.recv_bytes() if started else b""
         except (EOFError, OSError):
             ready = b""
         if ready != READY:
+            self.kill()
             self.close()
             raise _Died(self._how())
 
-    def parse(self, job: ParseJob) -> Parsed:
+    def parse(self, job: ParseJob, deadline_s: float) -> tuple[Parsed, bool]:
+        """The worker's answer for `job`, and whether the worker goes on (False: it ran out
+        of memory and ended, or ran past the deadline just as it answered). Raises _Died when
+        it died, or did not answer within `deadline_s` (then it is killed)."""
+        _WATCH.start(self, deadline_s)
         try:
             self._jobs.send_bytes(
                 pickle.dumps((job.name, job.kind, job.chunk_size, job.words_version))
@@ -312,13 +419,22 @@ class _Worker:
             status, value = pickle.loads(self._results.recv_bytes())
         except (EOFError, OSError, pickle.UnpicklingError) as exc:
             self.close()
+            if self.expired:
+                raise _Died(
+                    f"its parse took longer than {deadline_s:,.0f} s, so the worker process "
+                    "reading it was stopped (a stuck or hostile parse?); the rest of the run "
+                    "went on"
+                ) from exc
             raise _Died(
-                f"its parser ended the worker process reading it ({self._how()}): a crash, "
-                "or the system ran out of memory; the rest of the run went on"
+                f"its parser ended the worker process reading it ({self._how()}): a crash, or "
+                f"it needed more than {self.memory >> 20:,} MiB of memory (a parse worker's "
+                "share of the run's); the rest of the run went on"
             ) from exc
+        finally:
+            _WATCH.stop(self)
         if status == "failed":
             raise WorkerFailed(f"a parse worker failed on {job.name}:\n{value}")
-        return value  # type: ignore[no-any-return]
+        return value, status == "parsed" and not self.expired
 
     def kill(self) -> None:
         if self.process.poll() is None:
@@ -351,11 +467,48 @@ class _Worker:
         return f"exit status {code}"
 
 
-def _boot(package_root: str, jobs: int, results: int, pdf_memory: int) -> str:
+class _Watch:
+    """One thread for the process that kills each worker whose job runs past its deadline
+    (a thread per job would cost a thread's start for each file of a run)."""
+
+    def __init__(self) -> None:
+        self._due: dict[_Worker, float] = {}
+        self._changed = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def start(self, worker: _Worker, seconds: float) -> None:
+        """Kill `worker` in `seconds` unless stopped first."""
+        with self._changed:
+            self._due[worker] = time.monotonic() + seconds
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._watch, name="parse-deadlines")
+                self._thread.daemon = True
+                self._thread.start()
+            self._changed.notify()
+
+    def stop(self, worker: _Worker) -> None:
+        with self._changed:
+            self._due.pop(worker, None)
+
+    def _watch(self) -> None:
+        with self._changed:
+            while True:
+                now = time.monotonic()
+                for worker in [w for w, due in self._due.items() if due <= now]:
+                    del self._due[worker]
+                    worker.expired = True  # before the kill, which its reader then sees
+                    worker.kill()
+                self._changed.wait(min(self._due.values(), default=now + 3600) - now)
+
+
+_WATCH = _Watch()
+
+
+def _boot(package_root: str, jobs: int, results: int, pdf_memory: int, parse_memory: int) -> str:
     """The worker's program: import this package from where the indexer imported it (its
     folder first on sys.path only while `metis_lite` itself is imported, so that nothing
-    installed beside it shadows the standard library), then serve, its PDFium capped at
-    `pdf_memory` bytes."""
+    installed beside it shadows the standard library), then serve, capped at `parse_memory`
+    bytes and its PDFium at `pdf_memory`."""
     return (
         "import sys\n"
         f"sys.path.insert(0, {package_root!r})\n"
@@ -364,30 +517,64 @@ def _boot(package_root: str, jobs: int, results: int, pdf_memory: int) -> str:
         "finally:\n"
         f"    sys.path.remove({package_root!r})\n"
         "from metis_lite.indexing.parse_pool import serve\n"
-        f"serve({jobs}, {results}, {pdf_memory})\n"
+        f"serve({jobs}, {results}, {pdf_memory}, {parse_memory})\n"
     )
 
 
-def serve(jobs_fd: int, results_fd: int, pdf_memory: int = PDF_MEMORY_BUDGET) -> None:
+def cap_memory(limit: int) -> None:
+    """Cap this process's data segment at `limit` bytes: the soft limit only, so that its
+    PDFium worker, which inherits it, may set its own (pdf_worker.cap_memory); where the OS
+    has no such limit, run uncapped."""
+    try:
+        import resource
+
+        hard = resource.getrlimit(resource.RLIMIT_DATA)[1]
+        if hard != resource.RLIM_INFINITY:
+            limit = min(limit, hard)
+        resource.setrlimit(resource.RLIMIT_DATA, (limit, hard))
+    except (ImportError, AttributeError, ValueError, OSError):
+        pass
+
+
+def serve(
+    jobs_fd: int,
+    results_fd: int,
+    pdf_memory: int = PDF_MEMORY_BUDGET,
+    parse_memory: int = PARSE_MEMORY_BUDGET,
+) -> None:
     """A worker's loop: parse each job read from `jobs_fd`, answer on `results_fd`, until the
-    job pipe ends (the indexer closed it, or ended however it ended); its PDFium worker is
-    capped at `pdf_memory` bytes."""
+    job pipe ends (the indexer closed it, or ended however it ended), or a job ran it out of
+    memory (answered "spent": the indexer starts another worker). Its data segment is capped
+    at `parse_memory` bytes, its PDFium worker at `pdf_memory`."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     pdf.set_memory_cap(pdf_memory)
+    cap_memory(parse_memory)
     jobs = Connection(jobs_fd, writable=False)
     results = Connection(results_fd, readable=False)
     results.send_bytes(READY)
     while True:
+        answer: tuple[str, object]
         try:
             name, kind, chunk_size, version = pickle.loads(jobs.recv_bytes())
             data = jobs.recv_bytes()
         except EOFError:
             return
+        except MemoryError:  # the file itself is past the cap
+            data = b""
+            answer = ("spent", Parsed(refused=out_of_memory(parse_memory)))
+        else:
+            try:
+                answer = ("parsed", parse_chunks(ParseJob(name, kind, data, chunk_size, version)))
+            except MemoryError:
+                answer = ("spent", Parsed(refused=out_of_memory(parse_memory)))
+            except Exception:
+                answer = ("failed", traceback.format_exc())
+        del data
         try:
-            answer: tuple[str, object] = (
-                "parsed",
-                parse_chunks(ParseJob(name, kind, data, chunk_size, version)),
-            )
-        except Exception:
-            answer = ("failed", traceback.format_exc())
-        results.send_bytes(pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL))
+            message = pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)
+        except MemoryError:  # the answer itself is past the cap
+            answer = ("spent", Parsed(refused=out_of_memory(parse_memory)))
+            message = pickle.dumps(answer)
+        results.send_bytes(message)
+        if answer[0] == "spent":
+            return

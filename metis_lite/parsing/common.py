@@ -21,6 +21,12 @@ BINARY_CONTROL_SHARE = 0.10
 REASON_CHARS = 120
 """A failure reason quotes at most this much of a library's own message."""
 
+HTML_ELEMENTS_MAX = 1_000_000
+"""The most elements an HTML page may open (counted from its bytes before it is parsed): ten
+times the largest page of Python's documentation (98,000 tags). lexbor's tree costs ~300 bytes
+an element and the walk of it ~100 more: 49 MB of `<p>` (17 million) took a worker past 4 GB,
+a million `<p>x` take ~400 MiB, within a parse worker's least share (PARSE_MEMORY_MIN)."""
+
 # Control characters that do not occur in text: everything below space except tab, line feed,
 # form feed, carriage return and escape (ANSI colours in logs), plus DEL and the C1 range.
 _CONTROL = re.compile("[\x00-\x08\x0b\x0e-\x1a\x1c-\x1f\x7f-\x9f]")
@@ -78,6 +84,23 @@ def document(title: str, kind: str, sections: Sequence[Section]) -> Document:
     if not sections:
         raise ParseError("no text")
     return Document(title=title, kind=kind, sections=tuple(sections))
+
+
+def count_elements(data: bytes) -> int:
+    """A bound of the elements and comments a parser builds from markup (HTML, XML), at C
+    speed from the bytes alone: every `<` that does not begin an end tag (a `<` in text counts
+    too, so it errs high)."""
+    return data.count(b"<") - data.count(b"</")
+
+
+def check_elements(count: int, limit: int, kind: str) -> None:
+    """Refuse markup of `count` elements (count_elements) past `limit`, before anything parses
+    it."""
+    if count > limit:
+        raise ParseError(
+            f"{kind} with more than {limit:,} elements ({count:,} tags; a tag bomb?): "
+            "too many to parse within memory"
+        )
 
 
 def reason(exc: BaseException) -> str:

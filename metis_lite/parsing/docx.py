@@ -8,6 +8,8 @@ not read.
 A .docx is a zip file, and python-docx inflates its parts in memory: before it opens one, the
 sizes the zip declares are checked, so a small file claiming gigabytes of XML (a zip bomb) is
 refused without inflating anything. zipfile never inflates a member past its declared size.
+Then the elements of its XML parts are counted as they inflate, a block at a time, and a file
+of more than DOCX_ELEMENTS_MAX is refused before python-docx builds its trees.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from docx.table import Table
 from docx.text.paragraph import Paragraph
 
 from metis_lite.errors import ParseError
-from metis_lite.parsing.common import collapse, document, reason
+from metis_lite.parsing.common import check_elements, collapse, document, reason
 from metis_lite.records import Document, Section
 
 MAX_PART_BYTES = 200 * 1024 * 1024
@@ -38,6 +40,19 @@ MAX_RATIO = 100
 a zip bomb of empty paragraphs 1,000× (a 70 KB file of 3.5 million paragraphs)."""
 
 RATIO_FLOOR_BYTES = 1024 * 1024
+
+DOCX_ELEMENTS_MAX = 2_000_000
+"""The most elements a DOCX's XML parts may hold, counted as they inflate before python-docx
+reads them: lxml's tree and python-docx's objects cost ~160 bytes an element (300,000
+paragraphs of one run, 1.2 million elements, took 192 MiB and 25 s), so 2 million stay within
+a parse worker's least share (PARSE_MEMORY_MIN); a Word document of 1,000 pages holds ~1 million.
+Parts that inflate at most 100× (MAX_RATIO) could otherwise hold 18 million in 200 MiB."""
+
+XML_PARTS = (".xml", ".rels")
+"""The parts python-docx parses as XML (images and fonts are only carried)."""
+
+READ_BYTES = 1024 * 1024
+"""A part is inflated to be counted this many bytes at a time."""
 
 CELL_SEPARATOR = " | "
 TITLE_LEVEL = 0
@@ -94,6 +109,26 @@ def check_zip(data: bytes) -> None:
         raise ParseError(
             f"DOCX refused: declares {total / 2**20:,.0f} MiB uncompressed (a zip bomb?)"
         )
+    check_elements_inflated(data, [m for m in members if m.filename.lower().endswith(XML_PARTS)])
+
+
+def check_elements_inflated(data: bytes, parts: list[zipfile.ZipInfo]) -> None:
+    """Refuse a DOCX whose XML parts hold more than DOCX_ELEMENTS_MAX elements, counted as
+    they inflate, a block at a time (common.count_elements, an end tag split between two
+    blocks counted once), before python-docx builds a tree of any."""
+    opened = closed = 0
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as package:
+            for part in parts:
+                with package.open(part) as stream:
+                    last = b""
+                    while block := stream.read(READ_BYTES):
+                        opened += block.count(b"<")
+                        closed += (last + block).count(b"</")
+                        last = block[-1:]
+    except Exception as exc:  # BadZipFile (a bad CRC), zlib.error, EOFError: damaged data
+        raise ParseError(f"not a valid DOCX ({reason(exc)})") from exc
+    check_elements(opened - closed, DOCX_ELEMENTS_MAX, "DOCX")
 
 
 def _read(word: docx.document.Document, name: str) -> Document:

@@ -10,7 +10,8 @@ is collapsed inside paragraphs (kept, line by line, inside `<pre>`).
 
 Deep nesting is bounded before the parse (nesting.py: a page whose tags would cost the parser
 quadratic time is flattened the way browsers flatten over-deep trees, every word kept), and
-the tree is walked with an explicit stack (no recursion), so any depth is safe.
+the tree is walked with an explicit stack (no recursion), so any depth is safe. A page of
+more than HTML_ELEMENTS_MAX elements is refused before it is parsed (common.py).
 """
 
 from __future__ import annotations
@@ -19,7 +20,14 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from metis_lite.errors import ParseError
 from metis_lite.parsing.charset import html_utf8, wide_encoding
-from metis_lite.parsing.common import collapse, document, reason
+from metis_lite.parsing.common import (
+    HTML_ELEMENTS_MAX,
+    check_elements,
+    collapse,
+    count_elements,
+    document,
+    reason,
+)
 from metis_lite.parsing.nesting import bounded
 from metis_lite.records import Document, Section
 
@@ -73,7 +81,9 @@ def parse(data: bytes, *, name: str) -> Document:
     if b"\x00" in data[:SNIFF_BYTES] and not wide_encoding(data):
         raise ParseError("binary file, not HTML")
     try:
-        tree = LexborHTMLParser(bounded(html_utf8(data)))
+        page = html_utf8(data)
+        check_elements(count_elements(page), HTML_ELEMENTS_MAX, "HTML")  # lexbor's tree grows
+        tree = LexborHTMLParser(bounded(page))
     except ParseError:
         raise
     except Exception as exc:  # lexbor failing on input it cannot build a tree of

@@ -7,9 +7,10 @@ incremental, so an idle pass is cheap), and answers a question from one base (`s
 `Answer`) or from several (`search_many`, a `MultiAnswer`: multi.py's merge, on this
 service's thread pool).
 
-A base that cannot be used (damaged, another program's file, from a newer metis-lite) does not
-stop the service: the others are served, and every request naming it is answered with its
-error (BASE_DAMAGED …), as is every request to a base found damaged while served.
+A base that cannot be used (damaged, another program's file or no file at all, from a newer
+metis-lite, on a disk too full for its -shm, unreadable) does not stop the service: the others
+are served, and every request naming it is answered with its error (BASE_DAMAGED, DISK_FULL
+…), as is every request to a base found damaged while served.
 
 A read-only service (`serve --read-only`) indexes and writes nothing: each base's path is
 followed to the newest copy published there (copies.py), and each request holds the copies it
@@ -34,14 +35,10 @@ from metis_lite.base.core import Base, BaseStatus
 from metis_lite.base.multi import SEARCH_THREADS, MultiAnswer, search_bases
 from metis_lite.errors import (
     BaseBusy,
-    BaseDamaged,
     BaseNotFound,
     BaseReadOnly,
     InvalidRequest,
     MetisError,
-    NotABase,
-    SchemaTooNew,
-    SpecInvalid,
     StoreError,
 )
 from metis_lite.escapes import escape_controls
@@ -61,8 +58,11 @@ STOP_WAIT_S = 5.0
 BASE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 """A base's name in URLs: letters, digits, '.', '_', '-'."""
 
-UNUSABLE = (BaseDamaged, NotABase, SchemaTooNew, SpecInvalid)
-"""Errors of a base file that cannot be used as it is: the service serves the other bases."""
+UNUSABLE = StoreError
+"""Errors of a base file that cannot be used as it is (damaged, another program's file or not
+a file at all, from a newer metis-lite, on a full disk, unreadable): the service serves the
+other bases. A base that is not there (BASE_NOT_FOUND) is a mistake in the command line
+instead: nothing starts (open_bases)."""
 
 UNWRITABLE = "a published copy, a read-only file or a read-only file system"
 """What a base the service may not write is, for a person."""
@@ -120,7 +120,9 @@ class Indexer:
         return IndexerLock(self.base.path).held_elsewhere()
 
     def request(self) -> None:
-        """Start a pass now; BASE_BUSY while one runs (here or in another process)."""
+        """Start a pass now; BASE_BUSY while one runs (here or in another process);
+        STORE_ERROR for a lock file that no pass could take (IndexerLock.check)."""
+        IndexerLock(self.base.path).check()
         with self._lock:
             if self._pending or self._running or IndexerLock(self.base.path).held_elsewhere():
                 raise BaseBusy(f"{self.base.name} is being indexed; searches still work")
@@ -239,10 +241,11 @@ def open_bases(
     read_only: bool = False,
 ) -> OpenBases:
     """Open the bases named on the command line; each must exist (BASE_NOT_FOUND: the service
-    creates none). One that cannot be used (UNUSABLE) is logged and left out while another one
-    opens; when none opens, the first one's error is raised. `workers`: each base's cores
-    (Base.workers: its indexing and its embedded models; None, every core). `read_only`:
-    each is opened so that nothing is written to it (Base.read_only)."""
+    creates none). One that cannot be used (UNUSABLE: any STORE_ERROR of its file) is logged
+    and left out while another one opens; when none opens, the first one's error is raised.
+    `workers`: each base's cores (Base.workers: its indexing and its embedded models; None,
+    every core). `read_only`: each is opened so that nothing is written to it
+    (Base.read_only)."""
     named: dict[str, Path] = {}
     for arg in args:
         name, path = parse_base_arg(arg)
@@ -257,6 +260,8 @@ def open_bases(
         for name, path in named.items():
             try:
                 opened[name] = Base(path, name=name, workers=workers, read_only=read_only)
+            except BaseNotFound:
+                raise
             except UNUSABLE as exc:
                 refused[name] = exc
     except BaseException:

@@ -17,7 +17,15 @@ descriptor of its file with it — once every request that began before the swit
 (requests count by epoch: one that starts after the switch cannot reach the old Base). A file
 that cannot be opened (damaged, not a base, from a newer metis-lite) does not replace the copy
 served: it is logged once, said in /v1/health, and tried again when the path changes again. A
-path that goes away leaves the copy served as it is.
+path that goes away leaves the copy served as it is, and /v1/health says so too.
+
+A reader switches only to a file `publish` made (publish.published_file: its publication mark,
+no writer's file beside it), looked at first as an immutable file, so that nothing is made
+beside whatever lies there: an ordinary base moved over a published copy is not served (and
+gets no -wal or -shm from the reader, which would keep every later `publish` out), the copy
+served is kept, and /v1/health says why. The bases opened at start are served whatever they
+are (a live base, read beside its indexer, is a reader's too); what replaces one must be
+published. A later `publish` to the path is served as any new copy is.
 """
 
 from __future__ import annotations
@@ -32,8 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from metis_lite.base.core import Base
-from metis_lite.copies.publish import Copy, FileState, file_state
-from metis_lite.errors import MetisError, StoreError
+from metis_lite.copies.publish import Copy, FileState, file_state, published_file
+from metis_lite.errors import BaseNotFound, MetisError, StoreError
 
 WATCH_S = 0.5
 """How often each served path is looked at (one stat): a new copy is served within this long
@@ -55,7 +63,8 @@ class BaseHealth:
     error: MetisError | None = None
     """Why the base is not open (it could not be opened, or was found damaged)."""
     replacement: MetisError | None = None
-    """Why the newer file at its path is not served (the older copy still is)."""
+    """Why the newer file at its path is not served, or that the path is gone (the older copy
+    still is): /v1/health says `degraded` while there is one."""
 
 
 def open_reader(name: str, path: Path) -> Base:
@@ -149,9 +158,16 @@ class Copies:
         if now is None:
             if name not in self._gone:
                 self._gone.add(name)
+                self.replacements[name] = BaseNotFound(
+                    f"{path} is gone: what was opened from it is kept until a copy is "
+                    "published there"
+                )
                 self.log(f"warning: {path} is gone: base {name} goes on serving the copy it has")
             return
-        self._gone.discard(name)
+        if name in self._gone:  # back: what is there now is looked at afresh
+            self._gone.discard(name)
+            self.replacements.pop(name, None)
+            self._tried.pop(name, None)
         current = self.bases.get(name)
         if current is not None and current.copy is not None and current.copy.serves(now):
             return
@@ -178,8 +194,16 @@ class Copies:
         self.log(f"serving {name}: a new copy of {path}{published}")
 
     def _opened(self, name: str, path: Path, current: Base | None) -> Base:
+        """The published file at `path` opened and warmed (StoreError when it is not one: see
+        the module), to be put in `current`'s place."""
+        state, publication = published_file(path)
         new = self._open_base(name, path)
         try:
+            opened = new.copy
+            if opened is None or not (
+                opened.state.same_file(state) and opened.publication == publication
+            ):  # replaced between the look and the open: looked at again at the next one
+                raise StoreError(f"{path} was replaced while it was opened")
             if current is not None:
                 new.take_models(current)
             new.warm()

@@ -190,4 +190,8 @@ def published_to_json(done: Published) -> dict[str, Any]:
 
 
 def source_to_json(source: SourceInfo) -> dict[str, Any]:
-    return dataclasses.asdict(source)
+    """A source as `sources --json` and GET /v1/bases/{name}/sources give it: its counts,
+    and how it is read (kind, a folder's exclude patterns as a list, no_ignore)."""
+    out = dataclasses.asdict(source)
+    out["excludes"] = list(source.excludes)
+    return out

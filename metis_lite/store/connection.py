@@ -17,6 +17,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import stat
 import time
 import weakref
 from dataclasses import dataclass
@@ -120,60 +121,117 @@ def _connect(
     path: str | os.PathLike[str], *, readonly: bool, create: bool, immutable: bool
 ) -> apsw.Connection:
     """connect, once the file is recorded as a database this process has open."""
+    _check_kind(Path(path))
     unwritable = not immutable and _unwritable(Path(path))  # asked read-only or not
-    readonly = readonly or unwritable or immutable
-    flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE
-    if create and not readonly:
-        flags |= apsw.SQLITE_OPEN_CREATE
+    opened: list[apsw.Connection] = []  # each one SQLite opened, closed when it fails
     try:
-        try:
-            if immutable:
-                connection = _open(_immutable_uri(path), flags | apsw.SQLITE_OPEN_URI)
-            else:
-                connection = _open(str(path), flags)
-            identity = identify(connection)
-        except (apsw.CantOpenError, apsw.IOError):
-            if immutable or not unwritable or os.path.lexists(f"{path}-wal"):
-                raise
-            # SQLite could not make the -shm in a read-only folder, and no -wal holds commits
-            # the main file lacks: read the main file as it is.
-            connection = _open(
-                _immutable_uri(path), apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
-            )
-            identity = identify(connection)
-        if identity.published and not readonly:
-            connection.close()  # a published copy is opened read-only, even by root
-            return connect(path, readonly=True, create=False)
-        tokenizer.register(connection)
-        connection.execute("PRAGMA foreign_keys = ON")
-        if not readonly and (identity.is_base or identity.is_empty):
-            connection.execute("PRAGMA journal_mode = WAL")
-            connection.execute("PRAGMA synchronous = NORMAL")
+        return _opened(
+            path,
+            opened,
+            readonly=readonly or unwritable or immutable,
+            create=create,
+            immutable=immutable,
+            unwritable=unwritable,
+        )
     except apsw.NotADBError as exc:
+        _close(opened)
         raise NotABase(
             f"{path} is not a metis-lite base (not an SQLite file, or its first page is damaged)"
         ) from exc
     except apsw.CorruptError as exc:
+        _close(opened)
         raise BaseDamaged(f"{path} is damaged ({exc}): it cannot be read as a base") from exc
     except apsw.ReadOnlyError as exc:
+        _close(opened)
         raise BaseReadOnly(f"{path} is read-only: {exc}") from exc
-    except (apsw.CantOpenError, apsw.IOError) as exc:
-        raise _open_failure(Path(path), exc, create=create, unwritable=unwritable) from exc
+    except (apsw.CantOpenError, apsw.IOError, apsw.FullError) as exc:
+        system_errno = opened[-1].system_errno if opened else 0  # what the OS told SQLite
+        _close(opened)
+        raise _open_failure(
+            Path(path), exc, create=create, unwritable=unwritable, system_errno=system_errno
+        ) from exc
+    except BaseException:
+        _close(opened)
+        raise
+
+
+def _opened(
+    path: str | os.PathLike[str],
+    opened: list[apsw.Connection],
+    *,
+    readonly: bool,
+    create: bool,
+    immutable: bool,
+    unwritable: bool,
+) -> apsw.Connection:
+    """The connection, its identity read and its policy set; each connection it opens is
+    put in `opened` first, for the caller to close if this fails."""
+    flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE
+    if create and not readonly:
+        flags |= apsw.SQLITE_OPEN_CREATE
+    try:
+        if immutable:
+            connection = _open(_immutable_uri(path), flags | apsw.SQLITE_OPEN_URI, opened)
+        else:
+            connection = _open(str(path), flags, opened)
+        identity = identify(connection)
+    except (apsw.CantOpenError, apsw.IOError):
+        if immutable or not unwritable or os.path.lexists(f"{path}-wal"):
+            raise
+        if not os.access(path, os.R_OK):
+            raise  # said as a file that cannot be read (_open_failure), not read-only
+        # SQLite could not make the -shm in a read-only folder, and no -wal holds commits
+        # the main file lacks: read the main file as it is.
+        connection = _open(
+            _immutable_uri(path), apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI, opened
+        )
+        identity = identify(connection)
+    if identity.published and not readonly:
+        connection.close()  # a published copy is opened read-only, even by root
+        return connect(path, readonly=True, create=False)
+    tokenizer.register(connection)
+    connection.execute("PRAGMA foreign_keys = ON")
+    if not readonly and (identity.is_base or identity.is_empty):
+        connection.execute("PRAGMA journal_mode = WAL")
+        connection.execute("PRAGMA synchronous = NORMAL")
     return connection
+
+
+def _close(opened: list[apsw.Connection]) -> None:
+    for connection in opened:
+        connection.close()
+
+
+def _check_kind(path: Path) -> None:
+    """NOT_A_BASE, before SQLite opens it, for a path that names something other than a
+    regular file: SQLite would open a FIFO or a device as a database (and /dev/null reads as
+    an empty one). Looked at by stat, which opens nothing (no lock of SQLite's is at risk);
+    a link to a base is followed, as SQLite follows it."""
+    try:
+        found = os.stat(path)
+    except OSError:
+        return  # not there (made, or BASE_NOT_FOUND) or not reachable: SQLite's open says
+    if not stat.S_ISREG(found.st_mode):
+        what = next((name for test, name in files.FILE_TYPES if test(found.st_mode)), None)
+        raise NotABase(f"{path} is {what or 'not a regular file'}, not a base file")
 
 
 def _immutable_uri(path: str | os.PathLike[str]) -> str:
     return f"file:{quote(str(Path(path).resolve()))}?immutable=1"
 
 
-def _open(name: str, flags: int) -> apsw.Connection:
+def _open(name: str, flags: int, opened: list[apsw.Connection]) -> apsw.Connection:
     connection = apsw.Connection(name, flags=flags)
+    opened.append(connection)
     connection.set_busy_timeout(BUSY_TIMEOUT_MS)
     return connection
 
 
-def _open_failure(path: Path, exc: apsw.Error, *, create: bool, unwritable: bool) -> StoreError:
-    """What SQLite's refusal to open `path` means (looked at only after it refused)."""
+def _open_failure(
+    path: Path, exc: apsw.Error, *, create: bool, unwritable: bool, system_errno: int = 0
+) -> StoreError:
+    """What SQLite's refusal to open `path` means (looked at only after it refused), by what
+    the OS told SQLite (`system_errno`, 0 when unknown) and what the file and its disk are."""
     if path.is_dir():
         return NotABase(f"{path} is a folder, not a base file")
     if not create and not os.path.lexists(path):
@@ -181,23 +239,82 @@ def _open_failure(path: Path, exc: apsw.Error, *, create: bool, unwritable: bool
             f"no base at {path}: create it with `metis-lite index {path} FOLDER`"
             f" (a memory base needs no folder: `metis-lite index {path} --kind memory`)"
         )
-    if unwritable:
+    denied = _denied(path, system_errno)
+    if denied is not None:
+        return denied
+    if unwritable and system_errno != errno.ENOSPC:
         return BaseReadOnly(
             f"{path} is read-only and its -wal holds commits not yet in the file: open it "
             "once where it can be written (or copy it with metis-lite copy)"
         )
-    return read_failure(exc, path) or StoreError(f"cannot open {path}: {exc}")
+    return read_failure(exc, path, system_errno) or StoreError(f"cannot open {path}: {exc}")
 
 
-def read_failure(exc: BaseException, path: Path) -> StoreError | None:
+def _denied(path: Path, system_errno: int) -> StoreError | None:
+    """A permission refused, naming what may not be read: the file, or a folder on its way."""
+    if os.path.exists(path) and not os.access(path, os.R_OK):
+        return StoreError(f"{path} cannot be read: permission denied ({_owner(path)})")
+    folder = path.parent
+    if not os.access(folder, os.X_OK):
+        return StoreError(f"{path} cannot be reached: permission denied on {folder}")
+    if system_errno in (errno.EACCES, errno.EPERM):
+        return StoreError(
+            f"{path}: permission denied on it, its -wal or -shm (or its folder, which must "
+            f"hold them): {os.strerror(system_errno)}"
+        )
+    return None
+
+
+def _owner(path: Path) -> str:
+    try:
+        found = path.stat()
+    except OSError:
+        return "its mode or owner"
+    return f"owner uid {found.st_uid}, mode {stat.S_IMODE(found.st_mode):03o}"
+
+
+DISK_ROOM_BYTES = 1 << 20
+"""Free space below which an I/O error is taken for a full disk when SQLite cannot say why:
+making the -shm takes 32 KiB, a WAL frame a page."""
+
+
+def disk_full(folder: Path) -> bool:
+    """Whether the file system holding `folder` has (next to) no room left."""
+    try:
+        found = os.statvfs(folder)
+    except OSError:
+        return False
+    return found.f_bavail * found.f_frsize < DISK_ROOM_BYTES
+
+
+def full_disk(path: Path, what: str) -> DiskFull:
+    """DISK_FULL for `path`, whose disk cannot hold `what`."""
+    return DiskFull(
+        f"{path}: the disk is full: it cannot hold {what}; nothing was written; free some "
+        "space and try again"
+    )
+
+
+def read_failure(exc: BaseException, path: Path, system_errno: int = 0) -> StoreError | None:
     """The StoreError a failed read means (BASE_DAMAGED, or an I/O error with its likely
-    cause), or None for an error of another kind."""
+    cause: a full disk, a permission, a -wal deleted), or None for an error of another
+    kind. `system_errno`: what the OS told SQLite, where the caller knows it."""
     found = damage(exc, path)
     if found is not None:
         return found
-    failed = next((c for c in _chain(exc) if isinstance(c, apsw.IOError)), None)
+    chain = _chain(exc)
+    failed = next((c for c in chain if isinstance(c, apsw.IOError | apsw.FullError)), None)
     if failed is None:
         return None
+    if (
+        system_errno == errno.ENOSPC
+        or isinstance(failed, apsw.FullError)
+        or (system_errno == 0 and disk_full(path.parent))
+    ):
+        return full_disk(path, f"the base's -shm and -wal ({failed})")
+    denied = _denied(path, system_errno)
+    if denied is not None:
+        return denied
     return StoreError(
         f"{path}: {failed}. Was its -wal or -shm deleted while a process had it open? Restart "
         "the processes that serve or index it: each folds the WAL it holds into the base when "
@@ -258,6 +375,18 @@ LOOK_WAIT_S = 0.2
 whether an indexer runs by holding the lock shared for a moment (held_elsewhere), which must
 not turn away the indexer starting then; a lock still held after this is another indexer's."""
 
+LOCK_MODE = 0o600
+"""BASE.lock is readable by its owner only: flock needs no more than a descriptor open for
+reading, so any user who could open it could hold it and keep every indexer out."""
+
+LOCK_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+"""BASE.lock is never followed as a link, and never waited on: opening a FIFO put in its place
+would block every command and every worker of the service that asks whether an indexer runs."""
+
+PROC_LOCKS = Path("/proc/locks")
+HOLDER_CHARS = 200
+"""At most this much of the holder's command line is said."""
+
 
 class IndexerLock:
     """One indexer at a time per base: an advisory lock on BASE.lock, released by the OS even
@@ -266,16 +395,23 @@ class IndexerLock:
 
     def __init__(self, base_path: Path) -> None:
         self.path = Path(str(base_path) + ".lock")
+        self.base = Path(base_path)
         self._fd: int | None = None
 
     def acquire(self) -> None:
+        """Take the lock: BASE_BUSY, naming the holder where it can be known, while another
+        process holds it; STORE_ERROR at once for a lock file that is not a regular file."""
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | LOCK_FLAGS, LOCK_MODE)
         except OSError as exc:
-            base = self.path.with_suffix("")
-            if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
-                raise BaseReadOnly(f"{base} is read-only: it can be searched, not indexed") from exc
-            raise StoreError(f"cannot lock {base} for indexing: {exc.strerror or exc}") from exc
+            raise self._open_failure(exc) from exc
+        try:
+            found = self._checked(fd)
+            if found.st_uid == os.geteuid() and stat.S_IMODE(found.st_mode) & 0o077:
+                os.fchmod(fd, LOCK_MODE)  # made readable by others by an older metis-lite
+        except BaseException:
+            os.close(fd)
+            raise
         deadline = time.monotonic() + LOOK_WAIT_S
         while True:
             try:
@@ -285,12 +421,57 @@ class IndexerLock:
                 if time.monotonic() < deadline:  # a look (held_elsewhere) lasts microseconds
                     time.sleep(LOOK_WAIT_S / 50)
                     continue
+                holder = lock_holder(os.fstat(fd), os.getpid())
                 os.close(fd)
                 raise BaseBusy(
-                    f"{self.path.with_suffix('')} is being indexed by another process; "
-                    "searches still work, try indexing again when it ends"
+                    f"{self.base} is being indexed by another process"
+                    f"{f' ({holder})' if holder else ''}; searches still work, try indexing "
+                    "again when it ends"
                 ) from None
         self._fd = fd
+
+    def check(self) -> None:
+        """STORE_ERROR at once when the lock file is a link, a FIFO or a device, which no
+        indexer can take (acquire refuses it): a pass asked for now could not run. Looked at
+        by lstat, which opens nothing."""
+        try:
+            found = os.lstat(self.path)
+        except OSError:
+            return  # not there (made by the indexer), or not reachable: acquire says
+        if not stat.S_ISREG(found.st_mode):
+            raise self._not_a_lock(found.st_mode)
+
+    def _not_a_lock(self, mode: int) -> StoreError:
+        if stat.S_ISLNK(mode):
+            what = "a symlink (never followed)"
+        else:
+            kind = next((name for test, name in files.FILE_TYPES if test(mode)), None)
+            what = kind or "not a regular file"
+        return StoreError(
+            f"{self.path} is {what}, not a lock file: remove it (no indexer holds it) and "
+            f"index {self.base} again"
+        )
+
+    def _open_failure(self, exc: OSError) -> StoreError:
+        if exc.errno == errno.ELOOP:
+            return self._not_a_lock(stat.S_IFLNK)
+        if exc.errno == errno.EACCES and os.path.lexists(self.path):
+            return StoreError(
+                f"cannot lock {self.base} for indexing: {self.path} belongs to another user "
+                f"({_owner(self.path)}): index as that user"
+            )
+        if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+            return BaseReadOnly(f"{self.base} is read-only: it can be searched, not indexed")
+        if exc.errno == errno.ENOSPC:
+            return full_disk(self.base, f"its lock file {self.path.name}")
+        return StoreError(f"cannot lock {self.base} for indexing: {exc.strerror or exc}")
+
+    def _checked(self, fd: int) -> os.stat_result:
+        """The open lock file's stat; STORE_ERROR when it is not a regular file."""
+        found = os.fstat(fd)
+        if not stat.S_ISREG(found.st_mode):
+            raise self._not_a_lock(found.st_mode)
+        return found
 
     def release(self) -> None:
         if self._fd is not None:
@@ -299,12 +480,17 @@ class IndexerLock:
             self._fd = None
 
     def held_elsewhere(self) -> bool:
-        """True while another process indexes this base (the service's Indexing state)."""
+        """True while another process indexes this base (the service's Indexing state).
+        Never waits: a lock file that is a link, a FIFO or a device is held by no indexer
+        (acquire refuses it), so the answer is False at once, as for one this user may not
+        read."""
         try:  # opened as it is: no look first that a removal could make stale
-            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+            fd = os.open(self.path, os.O_RDONLY | LOCK_FLAGS)
         except OSError:
-            return False  # no lock file (never indexed, or removed): nobody holds it
+            return False  # no lock file (never indexed, or removed), or not one to hold
         try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return False
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
             return True
@@ -318,3 +504,30 @@ class IndexerLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def lock_holder(found: os.stat_result, me: int) -> str:
+    """Who holds a lock on the file `found` (a process other than `me`), as `pid N: its
+    command line`, from /proc/locks; "" where that cannot be known (not Linux, another PID
+    namespace, a process of another user whose command line is hidden). Best effort."""
+    ids = f"{os.major(found.st_dev):02x}:{os.minor(found.st_dev):02x}:{found.st_ino}"
+    try:
+        lines = PROC_LOCKS.read_text("ascii", "replace").splitlines()
+    except OSError:
+        return ""
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 6 or "->" in fields or fields[5] != ids or not fields[4].isdigit():
+            continue
+        pid = int(fields[4])
+        if pid in (me, 0):
+            continue
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return f"pid {pid}"
+        words = command.rstrip(b"\0").replace(b"\0", b" ").decode("utf-8", "replace")
+        if len(words) > HOLDER_CHARS:
+            words = words[:HOLDER_CHARS] + "…"
+        return f"pid {pid}: {words}" if words else f"pid {pid}"
+    return ""

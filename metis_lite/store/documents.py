@@ -13,6 +13,19 @@ from metis_lite.errors import InvalidRequest, SourceNotFound, SourceOverlap
 from metis_lite.records import Chunk, SourceInfo
 from metis_lite.store.core import StoreCore, now_iso
 
+SOURCE_KINDS = ("folder", "file")
+"""What a source's path is: a folder, whose files are read, or one file, read alone."""
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    """How a run reads a source (source_options): a folder or a file; a folder's exclude
+    patterns (gitignore syntax, in order) and whether its ignore files are read."""
+
+    kind: str = "folder"
+    excludes: tuple[str, ...] = ()
+    no_ignore: bool = False
+
 
 @dataclass(frozen=True)
 class StoredDocument:
@@ -32,32 +45,94 @@ class DocumentsMixin(StoreCore):
         return list(self.db.execute("SELECT id, name, path FROM sources ORDER BY id"))
 
     def source_infos(self) -> tuple[SourceInfo, ...]:
-        """Each source with its documents and chunks, in the order they were added."""
-        rows = self.db.execute(
-            "SELECT s.name, s.path, s.added_at, count(DISTINCT d.id), count(c.id) FROM sources s"
-            " LEFT JOIN documents d ON d.source_id = s.id"
+        """Each source with its documents and chunks, and how it is read, in the order they
+        were added."""
+        rows: list[Any] = self.db.execute(
+            "SELECT s.id, s.name, s.path, s.added_at, count(DISTINCT d.id), count(c.id)"
+            " FROM sources s LEFT JOIN documents d ON d.source_id = s.id"
             " LEFT JOIN chunks c ON c.document_id = d.id GROUP BY s.id ORDER BY s.id"
-        )
-        return tuple(SourceInfo(n, p, docs, chunks, added) for n, p, added, docs, chunks in rows)
+        ).fetchall()
+        options = self.source_options()
+        infos = []
+        for source_id, name, path, added, docs, chunks in rows:
+            read = options.get(source_id, SourceOptions())
+            infos.append(
+                SourceInfo(
+                    name,
+                    path,
+                    docs,
+                    chunks,
+                    added,
+                    kind="notes" if path is None else read.kind,
+                    excludes=read.excludes,
+                    no_ignore=read.no_ignore,
+                )
+            )
+        return tuple(infos)
 
-    def add_source(self, name: str, path: str | None) -> int:
-        """Add a source (a folder, or None for the base's notes), or give one of that name its
-        new folder; SOURCE_OVERLAP when the folder lies inside another source or holds one (its
-        files would be indexed twice). Paths are compared as given: resolve them first."""
+    def source_options(self) -> dict[int, SourceOptions]:
+        """How each source is read, by source id (a source without a row: SourceOptions())."""
+        return {
+            int(source_id): SourceOptions(kind, tuple(json.loads(excludes)), bool(no_ignore))
+            for source_id, kind, excludes, no_ignore in self.db.execute(
+                "SELECT source_id, kind, excludes, no_ignore FROM source_options"
+            )
+        }
+
+    def add_source(
+        self,
+        name: str,
+        path: str | None,
+        *,
+        kind: str = "folder",
+        excludes: tuple[str, ...] | None = None,
+        no_ignore: bool | None = None,
+    ) -> int:
+        """Add a source (a folder or a file, or None for the base's notes), or give one of
+        that name its new path; SOURCE_OVERLAP when the path lies inside another source or
+        holds one (its files would be indexed twice). Paths are compared as given: resolve
+        them first. `kind` is what the path is now; `excludes` and `no_ignore` (a folder's:
+        ignore.py), when given, replace the source's, else it keeps them (none when new)."""
+        if kind not in SOURCE_KINDS:
+            raise InvalidRequest(f"a source is one of {', '.join(SOURCE_KINDS)}, not {kind!r}")
         with self._transaction():
             rows: list[Any] = self.db.execute("SELECT id, name, path FROM sources").fetchall()
             if path is not None:
                 _check_no_overlap(path, [(n, p) for _, n, p in rows if n != name and p])
             row = next((r for r in rows if r[1] == name), None)
             if row:
+                source_id = int(row[0])
                 if path is not None and row[2] != path:
-                    self.db.execute("UPDATE sources SET path = ? WHERE id = ?", (path, row[0]))
-                return int(row[0])
+                    self.db.execute("UPDATE sources SET path = ? WHERE id = ?", (path, source_id))
+            else:
+                self.db.execute(
+                    "INSERT INTO sources (name, path, added_at) VALUES (?, ?, ?)",
+                    (name, path, now_iso()),
+                )
+                source_id = int(self.db.last_insert_rowid())
+            if path is not None:
+                self._set_options(source_id, kind, excludes, no_ignore)
+            return source_id
+
+    def _set_options(
+        self, source_id: int, kind: str, excludes: tuple[str, ...] | None, no_ignore: bool | None
+    ) -> None:
+        """Record how a source is read: its kind; its patterns and ignore files when given."""
+        self.db.execute(
+            "INSERT INTO source_options (source_id, kind) VALUES (?, ?)"
+            " ON CONFLICT (source_id) DO UPDATE SET kind = excluded.kind",
+            (source_id, kind),
+        )
+        if excludes is not None:
             self.db.execute(
-                "INSERT INTO sources (name, path, added_at) VALUES (?, ?, ?)",
-                (name, path, now_iso()),
+                "UPDATE source_options SET excludes = ? WHERE source_id = ?",
+                (json.dumps(list(excludes)), source_id),
             )
-            return int(self.db.last_insert_rowid())
+        if no_ignore is not None:
+            self.db.execute(
+                "UPDATE source_options SET no_ignore = ? WHERE source_id = ?",
+                (int(no_ignore), source_id),
+            )
 
     def remove_source(self, name: str) -> int:
         """Remove a folder source with its documents, chunks, words and vectors, in one

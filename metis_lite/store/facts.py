@@ -1,11 +1,17 @@
 """What a base keeps beside its documents on purpose: facts (memory.py decides which replaces
-which; these write, inside its writing()) and saved evaluation sets with their runs."""
+which; these write, inside its writing()) and saved evaluation sets with their runs.
+
+A fact's text, subject and key never hold a NUL (INVALID_REQUEST, nothing written): C code
+that reads the base (the sqlite3 shell, an FTS5 tokenizer, whatever a client hands the text
+to) ends a string at its first NUL, so what follows one would be stored and not shown.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from metis_lite.errors import InvalidRequest
 from metis_lite.store.core import now_iso, one
 from metis_lite.store.schema import SchemaMixin
 
@@ -41,7 +47,11 @@ class FactsMixin(SchemaMixin):
         replaced_at: str | None,
     ) -> None:
         """A new fact; one born replaced (an older fact imported late) says by which fact, and
-        `replaced_at` when that fact was stated."""
+        `replaced_at` when that fact was stated. INVALID_REQUEST for a NUL in its text, subject
+        or key (the module says why): the transaction it is part of writes nothing."""
+        for name, value in (("text", text), ("subject", subject), ("key", key)):
+            if value is not None and "\x00" in value:
+                raise InvalidRequest(f"a fact's {name} cannot hold a NUL character (U+0000)")
         with self._transaction():
             self.db.execute(
                 "INSERT INTO facts (id, document_id, text, stated_at, subject, key, replaced_by,"

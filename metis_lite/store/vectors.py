@@ -1,6 +1,18 @@
 """A base's vectors: float32 little-endian blobs (the layout sqlite-vec reads), one per chunk,
 each tagged with its model; `seq` and the removals log let a reader catch up with only what
-changed (dense.VectorIndex.sync)."""
+changed (dense.VectorIndex.sync).
+
+The removals log (`vector_removals`, a row for every vector deleted: a chunk removed or
+embedded again) would grow with every edit, and a new reader reads it from its start. So a
+write of vectors prunes it: past 2 × REMOVALS_KEPT rows, all but the newest REMOVALS_KEPT go,
+and `meta` says up to which seq (`vector_removals_pruned`). A reader that has seen every removal
+up to there is served from the log as before; one that had not (it last looked before the rows
+it still needed were pruned, or it is new) is told instead every chunk id up to the highest
+ever made that has no vector now (`_gone`): a superset of what it may hold wrongly, read in one
+pass over the vectors' index, and correct whatever it missed (a chunk embedded again in the
+meantime comes back with its new vector, which replaces its old row). A published copy has no
+log at all (`clear_removals`, which publish calls): its readers are all new.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +24,15 @@ import numpy as np
 
 from metis_lite.records import contextualize
 from metis_lite.store.core import StoreCore, one
+
+REMOVALS_KEPT = 1024
+"""Rows of the removals log kept when it is pruned (the module says how): a reader that syncs
+before this many vectors more are deleted (at every search of a served base) catches up from the
+log; one further behind is told every chunk without a vector (a pass over the vectors' index:
+milliseconds per 100,000 chunks)."""
+
+PRUNED_KEY = "vector_removals_pruned"
+"""The `meta` key of the highest seq pruned from the removals log (absent: none was)."""
 
 
 def vector_blob(vector: np.ndarray) -> bytes:
@@ -46,6 +67,7 @@ class VectorsMixin(StoreCore):
                     (chunk_id, model, vector_blob(vector), chunk_id),
                 )
                 written += self.db.changes()
+            self._prune_removals()
         return written
 
     def drop_vectors(self, *, except_model: str | None = None) -> int:
@@ -54,7 +76,9 @@ class VectorsMixin(StoreCore):
                 self.db.execute("DELETE FROM vectors")
             else:
                 self.db.execute("DELETE FROM vectors WHERE model != ?", (except_model,))
-            return self.db.changes()
+            dropped = self.db.changes()
+            self._prune_removals()
+            return dropped
 
     def chunks_with_vector(self, model: str) -> int:
         return int(
@@ -77,6 +101,11 @@ class VectorsMixin(StoreCore):
         return ids, blob, int(rows[-1][0])
 
     def removals_since(self, seq: int) -> tuple[list[int], int]:
+        """(chunk ids whose vector went away after `seq`, the last seq now): from the log, or,
+        when the log no longer reaches back to `seq`, every chunk id that has no vector now
+        (the module says why that is enough)."""
+        if seq < self.removals_pruned():
+            return self._gone(), self.last_removal_seq()
         rows: list[Any] = self.db.execute(
             "SELECT seq, chunk_id FROM vector_removals WHERE seq > ? ORDER BY seq", (seq,)
         ).fetchall()
@@ -85,4 +114,49 @@ class VectorsMixin(StoreCore):
         return [r[1] for r in rows], int(rows[-1][0])
 
     def last_removal_seq(self) -> int:
-        return int(one(self.db.execute("SELECT coalesce(max(seq), 0) FROM vector_removals"))[0])
+        """The seq of the newest removal, pruned or not (0: none ever)."""
+        last = one(self.db.execute("SELECT coalesce(max(seq), 0) FROM vector_removals"))[0]
+        return max(int(last), self.removals_pruned())
+
+    def removals_pruned(self) -> int:
+        """The highest seq pruned from the removals log (0: none was)."""
+        row = self.db.execute("SELECT value FROM meta WHERE key = ?", (PRUNED_KEY,)).fetchone()
+        return int(row[0]) if row else 0
+
+    def removal_rows(self) -> int:
+        """Rows the removals log holds now."""
+        return int(one(self.db.execute("SELECT count(*) FROM vector_removals"))[0])
+
+    def clear_removals(self) -> None:
+        """Empty the log and forget it was pruned: for a new copy that no reader has read yet
+        (a published one), whose readers all start from nothing."""
+        with self._transaction():
+            self.db.execute("DELETE FROM vector_removals")
+            self.db.execute("DELETE FROM meta WHERE key = ?", (PRUNED_KEY,))
+
+    def _prune_removals(self) -> None:
+        """Inside a write: keep the newest REMOVALS_KEPT rows once the log holds twice that."""
+        last = int(one(self.db.execute("SELECT coalesce(max(seq), 0) FROM vector_removals"))[0])
+        pruned = self.removals_pruned()
+        if last - pruned <= 2 * REMOVALS_KEPT:
+            return
+        cut = last - REMOVALS_KEPT
+        self.db.execute("DELETE FROM vector_removals WHERE seq <= ?", (cut,))
+        self.db.execute(
+            "INSERT INTO meta (key, value) VALUES (?, ?)"
+            " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (PRUNED_KEY, str(cut)),
+        )
+
+    def _gone(self) -> list[int]:
+        """Every chunk id up to the highest ever given (chunks.id is AUTOINCREMENT: never
+        reused) that has no vector now, ascending."""
+        row = self.db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'chunks'").fetchone()
+        highest = int(row[0]) if row else 0
+        if highest <= 0:
+            return []
+        kept = np.fromiter(
+            (r[0] for r in self.db.execute("SELECT chunk_id FROM vectors")), dtype=np.int64
+        )
+        every = np.arange(1, highest + 1, dtype=np.int64)
+        return [int(c) for c in np.setdiff1d(every, kept, assume_unique=True)]
