@@ -154,7 +154,7 @@ def test_serve_answers_for_a_good_base_beside_one_damaged_in_any_page(pristine, 
 
 
 def test_the_serve_command_starts_beside_a_base_whose_spec_page_is_damaged(pristine, tmp_path):
-    """The repro: random bytes over the spec table's root page, which every opening reads."""
+    """The repro: random bytes over the root page of the table named spec, which every opening reads."""
     good = tmp_path / "good.db"
     shutil.copy(pristine, good)
     damaged = damaged_copy(pristine, tmp_path / "damaged", root_page(pristine, "spec"))
