@@ -18,9 +18,11 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES, words_only_base
+from conftest import words_only_base
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_hostile import _docx_with_body as docx_with_body
+from test_pipeline import _children as children
 
 from metis_lite import parsing
 from metis_lite.errors import ParseError
@@ -35,20 +37,6 @@ def write(folder: Path, name: str, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return path
-
-
-def docx_with_body(body: str) -> bytes:
-    """The example onboarding.docx with its body replaced by `body` (WordprocessingML)."""
-    out = io.BytesIO()
-    source = EXAMPLES / "people" / "onboarding.docx"
-    with zipfile.ZipFile(source) as zin, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zout:
-        for item in zin.infolist():
-            data = zin.read(item)
-            if item.filename == "word/document.xml":
-                head, tail = data.decode().split("<w:body>", 1)
-                data = (head + "<w:body>" + body + tail[tail.index("<w:sectPr") :]).encode()
-            zout.writestr(item, data)
-    return out.getvalue()
 
 
 def refuse_to_build(*args: object, **kwargs: object) -> None:
@@ -158,19 +146,6 @@ def test_a_run_of_one_parses_a_large_file_in_a_worker_not_in_the_indexer(tmp_pat
 
 
 # -- each file's deadline: a stuck worker cannot stop a run -----------------------------------
-
-
-def children(pid: int) -> set[int]:
-    found = set()
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                found.add(int(entry.name))
-    return found
 
 
 DEADLINE_S = 2.0
