@@ -368,6 +368,8 @@ def test_hybrid_search_shows_meaning_words_and_fused(example_base_file):
         ("pdf", 2, None, "handbook/policies/leave.md, page 2"),
         ("html", None, None, "handbook/policies/leave.md"),
         ("docx", None, None, "handbook/policies/leave.md"),
+        ("pptx", 7, None, "handbook/policies/leave.md, slide 7"),
+        ("epub", None, None, "handbook/policies/leave.md"),
     ],
 )
 def test_citation_names_line_or_page_never_the_kind(kind, page, line, shown):

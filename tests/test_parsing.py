@@ -118,7 +118,9 @@ def test_parse_uses_given_bytes_and_kind(tmp_path):
 def test_example_folder_has_every_kind_nested():
     files = example_files()
     assert 8 <= len(files) <= 15
-    assert {kind_of(p) for p in files} == set(KINDS)
+    # EPUB, ODT and PPTX are built by tests/test_formats.py instead: the handbook's answers
+    # (examples/handbook-questions.jsonl, tests/fixtures/pipeline) are pinned on these kinds.
+    assert {kind_of(p) for p in files} == set(KINDS) - {"epub", "odt", "pptx"}
     assert {p.parent for p in files} - {HANDBOOK}, "nested folders"
 
 

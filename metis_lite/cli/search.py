@@ -105,8 +105,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def citation_text(c: Any) -> str:
-    """`source/path:line` (md, txt), `source/path, page N` (pdf), `source/path` (html, docx)."""
-    where = f", page {c.page}" if c.page else f":{c.line}" if c.line else ""
+    """`source/path:line` (md, txt), `source/path, page N` (pdf), `source/path, slide N`
+    (pptx: its page is its slide's number), `source/path` (html, docx, epub, odt)."""
+    page = "slide" if c.kind == "pptx" else "page"
+    where = f", {page} {c.page}" if c.page else f":{c.line}" if c.line else ""
     return f"{c.source}/{c.document}{where}"
 
 

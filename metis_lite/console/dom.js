@@ -140,9 +140,10 @@ export function ms(value) {
   return `${(value || 0).toFixed(1)} ms`;
 }
 
-/** "page 3" (PDF) or "line 12" (text, Markdown), or null when the citation has neither. */
+/** "page 3" (PDF), "slide 3" (PowerPoint) or "line 12" (text, Markdown), or null when the
+ * citation has neither. */
 export function where(citation) {
-  if (citation.page) return `page ${citation.page}`;
+  if (citation.page) return `${citation.kind === "pptx" ? "slide" : "page"} ${citation.page}`;
   if (citation.line) return `line ${citation.line}`;
   return null;
 }

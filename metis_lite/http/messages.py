@@ -24,7 +24,7 @@ from metis_lite.settings import TOP_K, TOP_K_MAX
 
 Mode = Literal["hybrid", "dense", "keyword"]
 Fusion = Literal["relative", "rrf"]
-Kind = Literal["md", "txt", "html", "pdf", "docx", "note"]
+Kind = Literal["md", "txt", "html", "pdf", "docx", "epub", "odt", "pptx", "note"]
 TopK = Annotated[int, msgspec.Meta(ge=1, le=TOP_K_MAX)]
 FactId = Annotated[int, msgspec.Meta(ge=1, le=2**63 - 1)]
 """A fact's id: SQLite's rowid range (a larger number is a 400, not an overflow)."""

@@ -85,11 +85,21 @@ that this process would take at least this long to parse, chunk and find the wor
 imported), so below this one process is as fast or faster (a few documents changed since the
 last run, the service's periodic passes)."""
 
-PARSE_BYTES_PER_S = {"html": 24e6, "txt": 25e6, "md": 10e6, "pdf": 3e6, "docx": 2e6}
+PARSE_BYTES_PER_S = {
+    "html": 24e6,
+    "txt": 25e6,
+    "md": 10e6,
+    "pdf": 3e6,
+    "docx": 2e6,
+    "epub": 2e6,
+    "odt": 2e6,
+    "pptx": 2e6,
+}
 """Bytes of a kind one core parses, chunks and finds the words of in a second, measured with
 parse_pool.parse_chunks (CPU time) on Python's HTML documentation and its reST sources, this
 repository's Markdown, texlive's PDFs (PDFium: docs/parsing.md) and the example handbook's
-.docx; only the order of magnitude matters here."""
+.docx (EPUB, ODT and PPTX, zips of XML like it, are counted as DOCX); only the order of
+magnitude matters here."""
 
 WORKERS_MAX = 256
 """The most workers a run may be asked for: more than the cores of any machine a base is

@@ -88,8 +88,8 @@ PDF_READERS_MAX = PDF_MEMORY_BUDGET // PDF_MEMORY_MIN
 PDF_MEMORY_BUDGET // min(workers, PDF_READERS_MAX), 256 MiB to 1 GiB."""
 
 PARSE_READERS_MAX = PARSE_MEMORY_BUDGET // PARSE_MEMORY_MIN
-"""The most large files a run's workers parse at once (4): each worker
-is capped at PARSE_MEMORY_BUDGET // min(workers, PARSE_READERS_MAX), 512 MiB to 2 GiB."""
+"""The most large files (`large`) a run's workers parse at once (4): each worker is capped at
+PARSE_MEMORY_BUDGET // min(workers, PARSE_READERS_MAX), 512 MiB to 2 GiB."""
 
 WORKER_START_S = 60.0
 """How long a new worker may take to start (Python and the parsers imported: ~0.3 s)."""
@@ -351,10 +351,15 @@ class ParsePool:
             self._running.discard(worker)  # type: ignore[arg-type]
 
 
+ZIP_KINDS = frozenset({"docx", "epub", "odt", "pptx"})
+"""Kinds that are zip archives of XML: small on disk, large once inflated."""
+
+
 def large(job: ParseJob) -> bool:
-    """Whether parsing `job` may cost much memory: a file over LARGE_FILE_BYTES, or a DOCX (a
-    zip, whose XML may inflate 100×: 256 KiB of it may hold 2 million elements)."""
-    return len(job.data) > LARGE_FILE_BYTES or job.kind == "docx"
+    """Whether parsing `job` may cost much memory: a file over LARGE_FILE_BYTES, or a zip
+    (DOCX, EPUB, ODT, PPTX), whose XML may inflate 100×: 256 KiB of it may hold 2 million
+    elements."""
+    return len(job.data) > LARGE_FILE_BYTES or job.kind in ZIP_KINDS
 
 
 def _readers(job: ParseJob) -> tuple[str, ...]:

@@ -1,6 +1,7 @@
 """Parsing: one parser per kind of document, each turning a file's bytes into a Document.
 
-    parse(path) ─kind_of(path)─▶ text | markdown | html | pdf | docx .parse(data, name=stem)
+    parse(path) ─kind_of(path)─▶ text | markdown | html | pdf | docx | epub | odt | pptx
+                                   .parse(data, name=stem)
                                    ─▶ Document(title, kind, sections with headings, page/line)
 
 Whatever a file holds, `parse` returns a Document or raises ParseError with a short reason a
@@ -31,6 +32,9 @@ KIND_BY_SUFFIX: dict[str, str] = {
     ".htm": "html",
     ".pdf": "pdf",
     ".docx": "docx",
+    ".epub": "epub",
+    ".odt": "odt",
+    ".pptx": "pptx",
 }
 """The kind of a file, by its suffix (compared in lower case)."""
 
@@ -40,6 +44,9 @@ PARSERS: dict[str, str] = {
     "html": "html",
     "pdf": "pdf",
     "docx": "docx",
+    "epub": "epub",
+    "odt": "odt",
+    "pptx": "pptx",
 }
 """The module of metis_lite.parsing that reads each kind: imported when a file of that kind is
 first read, so that a search, which reads none, does not pay for importing PDFium, python-docx

@@ -26,6 +26,9 @@ MEDIA_TYPES = {
     "html": "text/html",
     "pdf": "application/pdf",
     "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    "epub": "application/epub+zip",
+    "odt": "application/vnd.oasis.opendocument.text",
+    "pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
 }
 """What a browser is told each kind is. Markdown is shown as the text it is, not rendered."""
 
