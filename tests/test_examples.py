@@ -57,6 +57,10 @@ NOT_RUNNABLE = {
     "metis-lite index kb.db docs/ --embedding hashed-words --embedding-model hashed-words-256": "a "
     "plugin the reader wrote and installed from a folder of their own (docs/models.md); "
     "tests/test_providers.py installs such a plugin and indexes with it",
+    "metis-lite index kb.db docs/ --embedding tei --embedding-model multilingual-e5-small "
+    "--embedding-url http://gpu1:8080 --embedding-url http://gpu1:8081 --embedding-url "
+    "http://cpu2:8089": "three model servers on the reader's machines (docs/deploy.md); "
+    "tests/test_model_servers.py indexes with two real `models serve` processes",
     "metis-lite eval FOLDER/faquad_pt": "how figures of the past were measured on the "
     "development collection, which metis-lite does not ship (docs/eval.md); examples/mini-beir "
     "is a BEIR folder that runs",

@@ -16,12 +16,12 @@ import subprocess
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
 import pytest
 from conftest import EXAMPLES, ROOT, words_only_base
+from loopback import Loopback, Quiet
 
 from metis_lite.base.core import Base
 from metis_lite.errors import InvalidRequest
@@ -290,7 +290,7 @@ class HeldEmbedder:
         self.release = threading.Event()
         held = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(Quiet):
             def do_POST(self):  # noqa: N802 - http.server's name
                 texts = json.loads(self.rfile.read(int(self.headers["Content-Length"])))["inputs"]
                 if not all(t.startswith("query: ") for t in texts):
@@ -307,18 +307,12 @@ class HeldEmbedder:
                 self.end_headers()
                 self.wfile.write(body)
 
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.loopback = Loopback(Handler)
+        self.server, self.url = self.loopback.server, self.loopback.url
 
     def close(self) -> None:
         self.release.set()
-        self.server.shutdown()
-        self.server.server_close()
+        self.loopback.close()
 
 
 def vector(text: str) -> list[float]:

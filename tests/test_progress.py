@@ -20,13 +20,12 @@ import struct
 import subprocess
 import sys
 import termios
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from conftest import ROOT
+from loopback import Loopback, Quiet
 
 from metis_lite.base.core import Base
 from metis_lite.cli.progress import IndexProgress
@@ -46,7 +45,7 @@ class SlowModel:
     """TEI on loopback: vectors that depend on the text alone, each batch after a pause."""
 
     def __init__(self) -> None:
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(Quiet):
             def do_POST(self):  # noqa: N802 - http.server's name
                 texts = json.loads(self.rfile.read(int(self.headers["Content-Length"])))["inputs"]
                 time.sleep(BATCH_DELAY_S)
@@ -57,17 +56,11 @@ class SlowModel:
                 self.end_headers()
                 self.wfile.write(body)
 
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.loopback = Loopback(Handler)
+        self.server, self.url = self.loopback.server, self.loopback.url
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.loopback.close()
 
 
 @pytest.fixture

@@ -250,6 +250,10 @@ def model_spec(args: argparse.Namespace, prefix: str) -> dict[str, Any] | None:
     spec: dict[str, Any] = {"provider": provider}
     for field in ("url", "model", "path", "key_env"):
         value = getattr(args, f"{prefix}_{field}")
+        if isinstance(value, list):  # --embedding-url, repeatable: several servers of one model
+            value, several = value[0], list(dict.fromkeys(value))
+            if len(several) > 1:
+                spec["urls"] = several
         if value is not None:
             spec["api_key_env" if field == "key_env" else field] = value
     if prefix == "embedding":
@@ -269,7 +273,14 @@ def _add_model_options(parser: argparse.ArgumentParser, prefix: str, providers: 
         metavar="PROVIDER",
         help=f"provider: {providers} (default: the base's; a new base: {new})",
     )
-    group.add_argument(f"--{prefix}-url", help="server URL, http providers (default: none)")
+    several = prefix == "embedding"  # an embedder spreads its work over several servers
+    group.add_argument(
+        f"--{prefix}-url",
+        action="append" if several else "store",
+        help="server URL, http providers"
+        + ("; repeat it for several servers of one model" if several else "")
+        + " (default: none)",
+    )
     shipped = f"; embedded: {' or '.join(EMBEDDED_MODELS)}" if prefix == "embedding" else ""
     group.add_argument(
         f"--{prefix}-model", help=f"model name the server knows{shipped} (default: none)"

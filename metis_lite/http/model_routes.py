@@ -409,8 +409,13 @@ def _encoded(row: np.ndarray, encoding: str) -> Any:
     return row.tolist()
 
 
+LOADING_RETRY_S = "1"
+"""Retry-After of the 503 every request gets while the model loads (seconds)."""
+
+
 class ModelApp:
-    """The routes over a ModelService (set later by `models serve`, which binds the port first).
+    """The routes over a ModelService (set later by `models serve`, which binds the port first
+    and answers 503 with Retry-After until the model is loaded).
 
     `loopback`: the server listens on loopback only, so a request must name it by a loopback
     Host (what a page that rebinds its own domain to 127.0.0.1 cannot send)."""
@@ -432,12 +437,14 @@ class ModelApp:
         if route.method != request.method:
             shaped = route.error(405, f"{path} takes {route.method}")
             return _json(405, shaped, (("Allow", route.method),))
+        if self.service is None:  # bound, the model still loading: a client waits, not fails
+            said = route.error(503, "the model is loading: try again in a moment")
+            return _json(503, said, (("Retry-After", LOADING_RETRY_S),))
         try:
             if request.method == "POST":
                 check_same_origin(request)
                 check_json_body(request)
             body = _body(request) if request.method == "POST" else {}
-            assert self.service is not None, "the models are loaded before serving"
             answer = route.answer(self.service, body)
         except MetisError as exc:  # HttpError (a bad request) among them
             return _json(exc.status, route.error(exc.status, exc.message))

