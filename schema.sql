@@ -60,6 +60,14 @@ CREATE TABLE IF NOT EXISTS chunks (
 );
 CREATE INDEX IF NOT EXISTS chunks_by_document ON chunks(document_id, ordinal);
 
+-- Where a chunk is, beyond its page and line (schema version 4): the id of its heading in an
+-- HTML or EPUB page, and whether its text was read by OCR. Only chunks that have either.
+CREATE TABLE IF NOT EXISTS chunk_places (
+  chunk_id INTEGER PRIMARY KEY REFERENCES chunks(id) ON DELETE CASCADE,
+  anchor   TEXT,                   -- page.html#anchor opens the page at the chunk's heading
+  ocr      INTEGER NOT NULL DEFAULT 0  -- 1: read from an image of the page (Tesseract)
+);
+
 -- Words of each chunk (rowid = chunks.id): its text, and its title and headings as context.
 -- 'metis 2' names the word rules (tokenizer.py): version 2 makes CJK bigrams and keeps marks in
 -- words. A base of schema version 1 has tokenize='metis' (version 1) until `index` rebuilds it.

@@ -10,13 +10,18 @@ class Section:
     """A run of text under one chain of headings; never cut across by the chunker.
 
     `start_line` is the 1-based line of the section's first text line (text and Markdown);
-    `page` is the 1-based page (PDF). Paragraphs are separated by blank lines ("\\n\\n").
+    `page` is the 1-based page (PDF, and a PowerPoint's slide). `anchor` is the id of the
+    section's heading in its page (HTML, EPUB: `page.html#anchor` opens there); `ocr` says its
+    text was read from an image of the page, not from a text layer. Paragraphs are separated
+    by blank lines ("\\n\\n").
     """
 
     text: str
     headings: tuple[str, ...] = ()
     page: int | None = None
     start_line: int | None = None
+    anchor: str | None = None
+    ocr: bool = False
 
 
 @dataclass(frozen=True)
@@ -30,13 +35,16 @@ class Document:
 
 @dataclass(frozen=True)
 class Chunk:
-    """A passage of at most chunk_size characters, inside one section, with its citation."""
+    """A passage of at most chunk_size characters, inside one section, with its citation
+    (its section's page or line, heading's anchor, and whether it was read by OCR)."""
 
     text: str
     title: str
     headings: tuple[str, ...]
     page: int | None = None
     line: int | None = None
+    anchor: str | None = None
+    ocr: bool = False
 
     def embedding_text(self) -> str:
         """The form docs/how-search-works.md gives, "Title > Heading > Heading\\n\\ntext", read
@@ -82,6 +90,8 @@ class Citation:
     snippet: str
     page: int | None = None
     line: int | None = None
+    anchor: str | None = None  # the cited heading's id in an HTML or EPUB page
+    ocr: bool = False  # the passage was read from an image by OCR
 
 
 @dataclass(frozen=True)

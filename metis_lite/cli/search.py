@@ -106,10 +106,14 @@ def run(args: argparse.Namespace) -> int:
 
 def citation_text(c: Any) -> str:
     """`source/path:line` (md, txt), `source/path, page N` (pdf), `source/path, slide N`
-    (pptx: its page is its slide's number), `source/path` (html, docx, epub, odt)."""
+    (pptx: its page is its slide's number), `source/path#anchor` (html, epub: the cited
+    heading's id, where the page gives it one), `source/path` (docx, odt); `(OCR)` after a
+    passage read from an image."""
     page = "slide" if c.kind == "pptx" else "page"
     where = f", {page} {c.page}" if c.page else f":{c.line}" if c.line else ""
-    return f"{c.source}/{c.document}{where}"
+    anchor = f"#{c.anchor}" if c.anchor else ""
+    ocr = " (OCR)" if c.ocr else ""
+    return f"{c.source}/{c.document}{anchor}{where}{ocr}"
 
 
 def score_line(scores: Any, mode: str = "hybrid") -> str:

@@ -419,6 +419,8 @@ def cite(
             snippet=snippet(plain_text(row.text, row.kind), terms, version=version),
             page=row.page,
             line=row.line,
+            anchor=row.anchor,
+            ocr=row.ocr,
         )
         score = scores.rerank if scores.rerank is not None else f.score
         results.append(

@@ -41,6 +41,10 @@ def result_to_json(result: Result) -> dict[str, Any]:
         "headings": list(c.headings),
         "snippet": c.snippet,
     }
+    if c.anchor is not None:
+        citation["anchor"] = c.anchor
+    if c.ocr:
+        citation["ocr"] = True
     scores = {
         name: (_round(value) if isinstance(value, float) else value)
         for name, value in dataclasses.asdict(result.scores).items()

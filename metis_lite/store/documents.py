@@ -230,6 +230,11 @@ class DocumentsMixin(StoreCore):
                     ),
                 )
                 chunk_id = self.db.last_insert_rowid()
+                if chunk.anchor is not None or chunk.ocr:
+                    self.db.execute(
+                        "INSERT INTO chunk_places (chunk_id, anchor, ocr) VALUES (?, ?, ?)",
+                        (chunk_id, chunk.anchor, int(chunk.ocr)),
+                    )
                 self.db.execute(
                     "INSERT INTO chunks_fts (rowid, text, context) VALUES (?, ?, ?)",
                     (chunk_id, chunk.text, " ".join((chunk.title, *chunk.headings))),

@@ -25,6 +25,8 @@ class ChunkRow:
     document: str
     kind: str
     source: str
+    anchor: str | None = None
+    ocr: bool = False
 
 
 class ReadingMixin(StoreCore):
@@ -37,13 +39,26 @@ class ReadingMixin(StoreCore):
             return {}
         marks = ",".join("?" * len(ids))
         rows = self.db.execute(
-            "SELECT c.id, c.text, c.title, c.headings, c.page, c.line, d.path, d.kind, s.name"
-            " FROM chunks c JOIN documents d ON d.id = c.document_id"
-            f" JOIN sources s ON s.id = d.source_id WHERE c.id IN ({marks})",
+            "SELECT c.id, c.text, c.title, c.headings, c.page, c.line, d.path, d.kind, s.name,"
+            " p.anchor, p.ocr FROM chunks c JOIN documents d ON d.id = c.document_id"
+            " JOIN sources s ON s.id = d.source_id LEFT JOIN chunk_places p ON p.chunk_id = c.id"
+            f" WHERE c.id IN ({marks})",
             tuple(ids),
         )
         return {
-            r[0]: ChunkRow(r[0], r[1], r[2], tuple(json.loads(r[3])), r[4], r[5], r[6], r[7], r[8])
+            r[0]: ChunkRow(
+                r[0],
+                r[1],
+                r[2],
+                tuple(json.loads(r[3])),
+                r[4],
+                r[5],
+                r[6],
+                r[7],
+                r[8],
+                r[9],
+                bool(r[10]),
+            )
             for r in rows
         }
 

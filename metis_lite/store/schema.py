@@ -24,7 +24,7 @@ from metis_lite.store import connection as policy
 from metis_lite.store.core import StoreCore, now_iso, one
 from metis_lite.text import chunking, tokenizer
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """2: the words index is declared with its word rules (`tokenize='metis 2'`). A base of version
 1 is read as it is, and `index` rebuilds its words index (rebuild_words) and records the
 version: code that knows only version 1 then refuses the base, rather than write words by its
@@ -33,7 +33,10 @@ old rules.
 patterns and ignore files. An older base gets the table (empty: each source a folder that
 reads its ignore files) and records 3 with its first write (_upgrade): code that knows only
 version 2 then refuses the base, rather than index what its sources exclude and read a file
-source as a missing folder."""
+source as a missing folder.
+4: `chunk_places` holds a chunk's heading anchor (HTML, EPUB) and whether OCR read it. An
+older base gets the table (empty: no anchors, nothing by OCR) and records 4 with its first
+write, as for 3."""
 
 NOTES_PREFIX = "metis-"
 """A base's notes source is named metis-<the file's name when the base was made>."""
@@ -138,9 +141,9 @@ class SchemaMixin(StoreCore):
 
     def _upgrade(self) -> None:
         """Inside the first write transaction of an older base: the tables added since it was
-        made, its application id, one notes source, and, for a base of version 2 or older that
-        now has `source_options`, version 3 (a version 1 words index is rebuilt by `index`
-        all the same: words_version reads the index's own declaration)."""
+        made, its application id, one notes source, and, for an older base that now has every
+        table, SCHEMA_VERSION (a version 1 words index is rebuilt by `index` all the same:
+        words_version reads the index's own declaration)."""
         self.db.execute(schema_sql())
         self.db.execute(f"PRAGMA application_id = {policy.APPLICATION_ID}")
         self._settle_notes_source()

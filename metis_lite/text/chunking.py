@@ -305,6 +305,8 @@ def _section_chunks(
                 headings=main.headings,
                 page=section.page,
                 line=line,
+                anchor=main.anchor,
+                ocr=section.ocr or main.ocr,
             )
         )
     return out
