@@ -13,7 +13,7 @@ at the Nth time it reaches WHERE:
     words-done   once every file is written, before the vectors still waiting are made
     sql          before a statement matching --pattern runs on a base connection (an apsw
                  exec tracer): inside a document's transaction, between its chunk inserts
-    embed        before an embedding call is sent (the embedder's embed)
+    embed        before an embedding call is sent (the embedder's embed_documents)
     embedded     after the embedding model answered, before its vectors are stored
     put_vectors  before a batch of vectors is written (Store.put_vectors)
     wal-write    before a page is written to BASE-wal (a Python VFS): a commit half written
@@ -135,15 +135,15 @@ def plant(options: argparse.Namespace) -> None:
 
     pipeline.Pipeline.finish_vectors = finish_vectors
 
-    real_embed = http._HttpEmbedder.embed
+    real_embed = http._HttpEmbedder.embed_documents  # what an index run calls
 
-    def embed(self, texts):
+    def embed_documents(self, texts):
         trigger.reached("embed")
         vectors = real_embed(self, texts)
         trigger.reached("embedded")
         return vectors
 
-    http._HttpEmbedder.embed = embed
+    http._HttpEmbedder.embed_documents = embed_documents
 
     real_put = store.Store.put_vectors
 

@@ -377,6 +377,25 @@ def test_an_unusable_answer_refuses_its_batch_and_stores_nothing(
         assert warning.code == "MODEL_ANSWER_INVALID"
         assert bad.url in warning.message and said in warning.message
         assert "6 chunks wait for their vectors" in warning.message
+        bad.fault = None  # mended: the next run uses both servers again
+        again = base.index()
+        assert again.embedded == 6 and again.without_vector == 0 and not again.warnings
+
+
+def test_a_server_that_answered_badly_is_asked_again_by_the_next_run(
+    tmp_path: Path, stand_ins: list[StandIn]
+) -> None:
+    """Its one server answered a batch unusably: the run ends with the chunks waiting, and the
+    server is not left counted as busy, so the next run (on the same Base) asks it at once."""
+    alone = StandIn(fault="wrong-size")
+    stand_ins.append(alone)
+    with Base(tmp_path / "kb.db", create=True) as base:
+        base.configure(embedding={"provider": "tei", "url": alone.url, "dimension": DIMENSION})
+        base.add_source(corpus(tmp_path / "src", 6))
+        assert base.index().without_vector == 6
+        alone.fault = None
+        again = base.index()
+        assert again.embedded == 6 and again.without_vector == 0 and not again.warnings
 
 
 def test_a_server_that_hangs_after_accepting_is_left_at_the_deadline(tmp_path: Path) -> None:

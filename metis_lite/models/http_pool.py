@@ -189,7 +189,9 @@ class ServerPool:
                     self._failed(server, shrink=len(piece.texts))
                     failures.append((server.url, result))
                     pending.appendleft(piece)
-                else:
+                else:  # an answer that is wrong, not late: the server is free, the call ends
+                    with self._lock:
+                        server.busy = False
                     raise result if isinstance(result, BaseException) else RuntimeError(result)
         finally:
             self._abandon(call)
