@@ -64,6 +64,17 @@ WHY = re.compile(
     r"; the reranker scored it -?\d+\.\d{3}$"
 )
 CHINESE_TEXT = "北京的天气很冷。东京的天气很好,大阪下雨。"
+GEARBOX_WORDS = "<p>The gearbox turns the shaft of the widget at a steady pace.</p>" * 60
+SPROCKET_WORDS = "<p>Each sprocket is checked after its retries.</p>" * 60
+SITE_PAGE = (
+    "<html><head><title>Gearbox — Widget docs</title></head><body>"
+    '<nav role="navigation">SITENAV widget index</nav><div role="main">'
+    f'<h1 id="gearbox">Gearbox<a class="headerlink" href="#gearbox">¶</a></h1>{GEARBOX_WORDS}'
+    '<h2 id="retries">Sprocket retries<a class="headerlink" href="#retries">¶</a></h2>'
+    f"<p>A sprocket that slips is retried three times.</p>{SPROCKET_WORDS}</div>"
+    '<div class="footer">SITEFOOT copyright</div></body></html>'
+)
+"""An HTML page shaped like Sphinx's: its cited heading far down, its site's furniture about."""
 MARKUP_TEXT = (
     'Error <img src="x" id="injected"> and <b>Xid 79</b> on gpu-17 means the card fell off the bus.'
 )
@@ -179,6 +190,7 @@ def bases(example_base_file, reranker, tmp_path_factory) -> tuple[Path, Path]:
     shutil.copy(EXAMPLES / "policies" / "leave.md", notes / "leave.md")
     (notes / "gpu-errors.txt").write_text(MARKUP_TEXT + "\n")
     (notes / "weather.txt").write_text(CHINESE_TEXT + "\n", encoding="utf-8")
+    (notes / "gearbox.html").write_text(SITE_PAGE, encoding="utf-8")
     model = FakeTEI()
     down = folder / "down.db"
     try:
@@ -677,10 +689,37 @@ def test_an_html_document_is_shown_whole_and_never_run(page, service):
             "return [w.analytics !== undefined, w.document.scripts.length]"
         )
         assert ran == [False, 2]  # its two scripts are there, and the first did not run
+        shown = page.execute(
+            "return document.querySelector('#document-body iframe').contentDocument.body.innerText"
+        )
+        assert "Xid 79" in shown, shown  # the page's content, without its site's header,
+        assert "Lumen intranet" not in shown and "Last reviewed" not in shown  # nav and footer
         logged = [e["message"] for e in page.log() if e["source"] in ("javascript", "security")]
         assert all("about:srcdoc" in m for m in logged), logged  # only the frame's own, refused
         name = "document-html-desktop" if size == DESKTOP else "document-html-phone"
         page.screenshot(ARTIFACTS / f"{name}.png")
+
+
+def test_an_html_result_opens_at_its_heading_without_the_sites_navigation(page, service):
+    cited = api_search(service.url, "keyword", base="down", question="sprocket retried")
+    citation = cited["results"][0]["citation"]
+    assert (citation["document"], citation.get("anchor")) == ("gearbox.html", "retries")
+    page.execute("document.querySelector('#mode').value = 'keyword'")
+    search(page, "sprocket retried", bases=("down",))
+    page.click("#results a.doc")
+    shown = page.wait_for(
+        "const f = document.querySelector('#document-body iframe');"
+        "const d = f && f.contentDocument; const h = d && d.getElementById('retries');"
+        "if (!h || d.readyState !== 'complete' || scrollY === 0) return null;"
+        "const head = document.querySelector('#document-head').getBoundingClientRect().bottom;"
+        "const top = f.getBoundingClientRect().top + h.getBoundingClientRect().top;"
+        "return [top >= head && top < innerHeight / 2, d.body.innerText, top, head];",
+        what="the page scrolled to its cited heading",
+    )
+    assert shown[0], shown[2:]
+    assert "Sprocket retries" in shown[1]
+    assert "SITENAV" not in shown[1] and "SITEFOOT" not in shown[1]  # without its site
+    assert page.text("#document-meta") == "down · #retries"
 
 
 def test_a_pdf_result_links_to_its_page_in_the_browsers_viewer(page, service):

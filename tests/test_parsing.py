@@ -274,10 +274,10 @@ def test_html_whose_only_text_is_a_heading_is_read():
 def test_furniture_marked_by_its_aria_role_is_dropped():
     page = (
         b'<div class="related" role="navigation"><a href="/">index</a> | next</div>'
-        b'<div role="main"><h1>Guide</h1><p>The text.</p></div>'
+        b'<div class="body"><h1>Guide</h1><p>The text.</p></div>'
         b'<div class="sphinxsidebar" role="Navigation search"><h3>Previous topic</h3></div>'
         b'<div role="contentinfo">Copyright</div><div role="note">A note.</div>'
-    )
+    )  # no role main: the whole page is read (with one, it alone is: test_site_pages.py)
     document = html.parse(page, name="g")
     assert [(s.headings, s.text) for s in document.sections] == [
         (("Guide",), "The text.\n\nA note.")

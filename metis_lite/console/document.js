@@ -1,8 +1,10 @@
 /* A result's document, opened at its place: the Document page (#/document?…) shows a text or
  * Markdown file with its lines numbered and the cited passage's lines marked and scrolled to
  * (below the page's head, which stays in view with its Back link), and an HTML page in a
- * sandboxed frame as tall as the page it holds (no script, no form: it is shown, never run);
- * a PDF opens in the browser's own viewer at the cited page, a Word file is downloaded.
+ * sandboxed frame as tall as the page it holds (no script, no form: it is shown, never run),
+ * without its site (its content alone, as the index read it: see PAGE_FURNITURE) and scrolled
+ * to the cited heading (`anchor`); a PDF opens in the browser's own viewer at the cited page,
+ * a Word file is downloaded.
  *
  * Every file comes from the service's GET /v1/bases/{base}/documents/{source}/{path}, which
  * serves only documents the base has indexed, from inside its sources, to a token allowed that
@@ -18,6 +20,17 @@ const MAX_LINES_SHOWN = 20000;
 const LINES_AROUND = 5000;
 const PASSAGE_MARGIN_PX = 16; // room kept between the page's head and a passage scrolled to
 
+/* What a site repeats on every page, left out of an HTML page shown, as metis_lite/parsing/html.py
+ * leaves it out of the index: navigation, sidebars, footers, elements of a furniture role,
+ * breadcrumbs (and the page's header: one outside its content). The page's content (CONTENT,
+ * then its one <article>) is shown alone when it has one with text. */
+const PAGE_FURNITURE = [
+  "nav", "aside", "footer", "[class*='breadcrumb' i]",
+  ...["navigation", "banner", "contentinfo", "complementary", "search", "menu", "menubar", "toolbar"]
+    .map((role) => `[role~='${role}' i]`),
+].join(", ");
+const CONTENT = ["main", "[role~='main' i]"];
+
 /** The service's address of a document's file. */
 export function documentUrl(base, source, path) {
   const parts = [base, source, ...path.split("/")].map(encodeURIComponent);
@@ -29,9 +42,10 @@ export function documentUrl(base, source, path) {
  * last line is its first plus the line breaks of its `text`. */
 export function documentLink(base, citation, label, text = "") {
   if (!base || !citation || citation.kind === "note") return null;
-  const { source, document, page, line } = citation;
+  const { source, document, page, line, anchor } = citation;
   if (SHOWN_HERE.has(citation.kind)) {
     const params = new URLSearchParams({ base, source, path: document });
+    if (anchor) params.set("anchor", anchor);
     if (line) {
       params.set("line", String(line));
       const breaks = (text.match(/\n/g) || []).length;
@@ -68,18 +82,19 @@ async function openWithToken(url, page) {
 }
 
 /** The Document page for #/document?base=…&source=…&path=…&line=N&end=M (the passage's
- * first and last lines; `end` absent: one line). */
+ * first and last lines; `end` absent: one line), or …&anchor=ID (an HTML page's heading). */
 export async function showDocumentPage(query) {
   const params = new URLSearchParams(query);
   const base = params.get("base") || "";
   const source = params.get("source") || "";
   const path = params.get("path") || "";
   const line = parseInt(params.get("line"), 10) || null;
+  const anchor = params.get("anchor") || "";
   // A passage is a chunk: at most LINES_AROUND lines are marked, whatever the address says.
   const end = line ? Math.min(line + LINES_AROUND, Math.max(line, parseInt(params.get("end"), 10) || line)) : null;
   const kind = (path.split(".").pop() || "").toLowerCase();
   $("document-heading").textContent = `${source}/${path}`;
-  const place = line && end > line ? `lines ${line}–${end}` : line ? `line ${line}` : null;
+  const place = line && end > line ? `lines ${line}–${end}` : line ? `line ${line}` : anchor ? `#${anchor}` : null;
   $("document-meta").textContent = [base, place].filter(Boolean).join(" · ");
   const body = $("document-body");
   body.replaceChildren(el("p", { className: "muted" }, "Reading the document…"));
@@ -106,13 +121,44 @@ export async function showDocumentPage(query) {
       className: "document-frame",
       attrs: { sandbox: "allow-same-origin", title: path },
     });
-    frame.addEventListener("load", () => fitFrame(frame));
+    frame.addEventListener("load", () => {
+      withoutSite(frame.contentDocument);
+      fitFrame(frame);
+      scrollToAnchor(frame, anchor);
+    });
     frame.srcdoc = text;
     body.replaceChildren(frame);
     return;
   }
   body.replaceChildren(...[numberedLines(text, line, end)].flat());
   scrollToPassage(body);
+}
+
+/** The page in the frame without its site: its furniture removed, its content alone when it
+ * has some (an empty <main> leaves the page as it is). */
+function withoutSite(inside) {
+  if (!inside || !inside.body) return;
+  for (const node of inside.querySelectorAll(PAGE_FURNITURE)) node.remove();
+  for (const node of inside.querySelectorAll("header")) {
+    if (!node.parentElement.closest("main, article, section")) node.remove(); // the page's own
+  }
+  const region = CONTENT.map((selector) => inside.querySelector(selector)).find(Boolean);
+  const articles = (region || inside).querySelectorAll("article");
+  const content = articles.length === 1 ? articles[0] : region;
+  if (!content || !content.textContent.trim()) return;
+  // Its styles stay (and its scripts, which never run here): the page looks as its site made it.
+  const kept = [...inside.body.querySelectorAll("style, link, script")].filter((n) => !content.contains(n));
+  inside.body.replaceChildren(content, ...kept);
+}
+
+/** The window scrolled so that the frame's element of id `anchor` is just below the page's
+ * head (the frame is as tall as its page: the window, not the frame, scrolls). */
+function scrollToAnchor(frame, anchor) {
+  const target = anchor && frame.contentDocument && frame.contentDocument.getElementById(anchor);
+  if (!target) return;
+  const head = $("document-head").getBoundingClientRect().height + PASSAGE_MARGIN_PX;
+  const top = frame.getBoundingClientRect().top + window.scrollY + target.getBoundingClientRect().top;
+  window.scrollTo({ top: Math.max(0, top - head), behavior: "instant" });
 }
 
 /** The frame as tall as the page in it, so its last line shows and the page scrolls as one. */

@@ -5,6 +5,7 @@ ingest.py      the run: its sources walked, its documents added, changed or remo
 walk.py        a source's files listed (hidden files skipped), each with its kind
 ignore.py      what a folder leaves out: its ignore files and --exclude patterns, as git reads them
 parse_pool.py  the worker processes that parse and chunk files' bytes on every core
+site_titles.py the title suffix a source's HTML pages share, cut from their titles
 pipeline.py    the run's writing: documents written as they are parsed, vectors alongside
 
 Its face: ingest.

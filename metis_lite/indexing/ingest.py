@@ -40,6 +40,7 @@ from metis_lite.errors import InvalidRequest, ModelError
 from metis_lite.indexing.ignore import check_excludes
 from metis_lite.indexing.parse_pool import Parsed, ParseJob, ParsePool
 from metis_lite.indexing.pipeline import Embedding, Pipeline, Progress
+from metis_lite.indexing.site_titles import SiteTitles
 from metis_lite.indexing.walk import (
     Skip,
     SourceFile,
@@ -409,6 +410,7 @@ def _index_source(
     documents whose file is gone or can no longer be read. `words_version`: the workers
     find the chunks' words too, by these rules (None: FTS5 does, as the writer writes)."""
     present: set[str] = set()
+    site = SiteTitles(source.files, source.root)  # the suffix its HTML pages' titles share
     for file in source.files:
         label = f"{source.name}/{file.name}"
         stored = source.stored.get(file.name)
@@ -424,7 +426,7 @@ def _index_source(
             continue
         data, digest, before = read
         pipe.read(
-            ParseJob(file.name, file.kind, data, chunk_size, words_version),
+            ParseJob(file.name, file.kind, data, chunk_size, words_version, site.suffix(file.kind)),
             partial(_write, store, source.id, file, digest, before, stored, tally, label),
         )
     for name, document in source.stored.items():

@@ -115,13 +115,15 @@ def parse_deadline_s(job: ParseJob) -> float:
 class ParseJob:
     """One file to parse: its name inside its source (its stem titles it, its suffix is said
     in errors), its kind, its bytes, the base's chunk size; `words_version`: the word rules
-    of the base's words index, to compute the chunks' words too (None: the writer does)."""
+    of the base's words index, to compute the chunks' words too (None: the writer does);
+    `title_suffix`: its site's title suffix, cut from its title (site_titles.py)."""
 
     name: str
     kind: str
     data: bytes
     chunk_size: int
     words_version: int | None = None
+    title_suffix: str = ""
 
 
 @dataclass(frozen=True)
@@ -160,7 +162,9 @@ def parse_chunks(job: ParseJob) -> Parsed:
     ParseError caused by one): that is the process's limit, not the file's fault, and the
     caller says which limit (parse_here, serve)."""
     try:
-        document = parsing.parse(Path(job.name), kind=job.kind, data=job.data)
+        document = parsing.parse(
+            Path(job.name), kind=job.kind, data=job.data, title_suffix=job.title_suffix
+        )
         chunks = chunking.chunk(document, chunk_size=job.chunk_size)
     except ParseError as exc:
         if isinstance(exc.__cause__, MemoryError):

@@ -9,14 +9,19 @@ person can act on ("encrypted PDF …", "binary file, not text", "empty file"); 
 exception escapes for bad input, so one unreadable file never stops an indexing run.
 How each kind is read, and what bounds a hostile file's cost: docs/parsing.md.
 
-Its face: the package itself (parse, kind_of), common, pdf and pdf_worker (the
-parse pool runs PDFs in a process of their own).
+A site's pages share a title suffix (" — Python 3.11.2 documentation"): the indexer reads
+each page's `<title>` from its head (`head_title`), finds the suffix most pages share
+(`site_suffix`, titles.py) and `parse` cuts it (`title_suffix`).
+
+Its face: the package itself (parse, kind_of, head_title, site_suffix), common, pdf and
+pdf_worker (the parse pool runs PDFs in a process of their own).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from metis_lite.errors import ParseError
@@ -52,7 +57,15 @@ PARSERS: dict[str, str] = {
 first read, so that a search, which reads none, does not pay for importing PDFium, python-docx
 and lexbor."""
 
-__all__ = ["KIND_BY_SUFFIX", "PARSERS", "kind_of", "parse", "parser_for"]
+__all__ = [
+    "KIND_BY_SUFFIX",
+    "PARSERS",
+    "head_title",
+    "kind_of",
+    "parse",
+    "parser_for",
+    "site_suffix",
+]
 
 
 def parser_for(kind: str) -> Callable[..., Document]:
@@ -65,12 +78,36 @@ def kind_of(path: Path) -> str | None:
     return KIND_BY_SUFFIX.get(Path(path).suffix.lower())
 
 
-def parse(path: Path, *, kind: str | None = None, data: bytes | None = None) -> Document:
+def head_title(data: bytes) -> str:
+    """An HTML page's `<title>` read from its head alone ("" when none there): html.py."""
+    return importlib.import_module(f"{__name__}.html").head_title(data)
+
+
+def site_suffix(titles: Iterable[str]) -> str:
+    """The title suffix most of a site's pages share, or "": titles.py."""
+    from metis_lite.parsing.titles import site_suffix as shared
+
+    return shared(titles)
+
+
+def parse(
+    path: Path, *, kind: str | None = None, data: bytes | None = None, title_suffix: str = ""
+) -> Document:
     """Parse one file into a Document, by its kind (given, or from its suffix).
 
     `data` is the file's bytes when the caller has read them already (to hash and parse one
     read); otherwise the file is read here. The title falls back to the file's stem.
+    `title_suffix`: its site's suffix (`site_suffix`), cut from the title when it ends so.
     """
+    document = _parse(path, kind=kind, data=data)
+    if title_suffix:
+        from metis_lite.parsing.titles import cut_suffix
+
+        document = dataclasses.replace(document, title=cut_suffix(document.title, title_suffix))
+    return document
+
+
+def _parse(path: Path, *, kind: str | None, data: bytes | None) -> Document:
     path = Path(path)
     kind = kind or kind_of(path)
     if kind not in PARSERS:

@@ -24,6 +24,7 @@ from docx.text.paragraph import Paragraph
 
 from metis_lite.errors import ParseError
 from metis_lite.parsing.common import check_elements, collapse, document, reason
+from metis_lite.parsing.titles import choose
 from metis_lite.records import Document, Section
 
 MAX_PART_BYTES = 200 * 1024 * 1024
@@ -64,8 +65,10 @@ _HEADING_STYLE = re.compile(r"heading\s*([1-9])", re.IGNORECASE)
 def parse(data: bytes, *, name: str) -> Document:
     """Read a Word document into sections, one per heading, each with its chain of headings.
 
-    The title is the document's core property `title`, else its first `Title` paragraph, else
-    its first `Heading 1`, else `name`. Raises ParseError for files that are not a readable DOCX.
+    The title is the document's core property `title` when it is a real one (titles.choose:
+    not empty, a placeholder such as "Document1", a converter's label or the file's name),
+    else its first `Title` paragraph, its first `Heading 1`, or its first heading at all that
+    reads as a title, else `name`. Raises ParseError for files that are not a readable DOCX.
     """
     if not data.strip():
         raise ParseError("empty file")
@@ -135,7 +138,7 @@ def _read(word: docx.document.Document, name: str) -> Document:
     sections: list[Section] = []
     chain: list[tuple[int, str]] = []
     paragraphs: list[str] = []
-    first: dict[int, str] = {}  # the first Title (0) and Heading 1 (1) texts
+    first: dict[int, str] = {}  # the first Title (0), Heading 1 (1), … texts
     # Heading levels by style id: python-docx scans every style of the file for each lookup.
     levels: dict[str | None, int | None] = {}
 
@@ -166,9 +169,9 @@ def _read(word: docx.document.Document, name: str) -> Document:
         chain.append((level, text))
         first.setdefault(level, text)
     close()
-    core_title = collapse(word.core_properties.title or "")
-    title = core_title or first.get(TITLE_LEVEL) or first.get(1) or name
-    return document(title, "docx", sections)
+    shown = [first[level] for level in (TITLE_LEVEL, 1) if level in first]
+    shown += [text for level, text in first.items() if level > 1]  # in the order first met
+    return document(choose(word.core_properties.title, shown, name), "docx", sections)
 
 
 def _paragraph_text(paragraph: Paragraph) -> str:

@@ -2,8 +2,9 @@
 
 META-INF/container.xml names the package document (the OPF); its manifest names every file
 and its spine the chapters in reading order. Each chapter's XHTML is read by html.py — the
-same furniture left out, the same sections at h1–h6 — and each of its sections is headed by
-the chapter's title, so a result cites `book.epub` under "Chapter 3 > Heading". A chapter's
+same furniture left out, the same sections at h1–h6, each with its heading's anchor (its id
+in the chapter) — and each of its sections is headed by the chapter's title, so a result
+cites `book.epub#anchor` under "Chapter 3 > Heading". A chapter's
 title is its entry in the book's table of contents (the EPUB 3 navigation document, else the
 EPUB 2 NCX), else its own `<title>` when that is not the book's; a chapter with neither is
 headed by its own headings alone. The book's title is the OPF's `dc:title` (titles.choose),
@@ -18,6 +19,7 @@ publishers do to every font they embed, are no concern: no font is read.
 
 from __future__ import annotations
 
+import dataclasses
 import posixpath
 import xml.etree.ElementTree as ET
 
@@ -123,9 +125,7 @@ def _chapter(archive: Archive, chapter: str, title: str | None, book: str) -> li
     if not title:
         return list(read.sections)
     return [
-        s
-        if s.headings[:1] == (title,)
-        else Section(text=s.text, headings=(title, *s.headings), page=s.page)
+        s if s.headings[:1] == (title,) else dataclasses.replace(s, headings=(title, *s.headings))
         for s in read.sections
     ]
 

@@ -3,10 +3,22 @@
 lexbor (through selectolax), a C parser that follows the HTML5 standard, builds the tree a
 browser builds (implied end tags, misnested markup); the bytes are decoded first as a browser
 decodes them (charset.py: BOM, then the page's declared charset, then UTF-8 when valid, then
-Windows-1252). Page furniture — scripts, styles, navigation, the page's header and footer,
-asides, forms, and elements whose ARIA role says they are one of those — is left out. Block
-elements become paragraphs, table rows become one line with cells joined by " | ", whitespace
-is collapsed inside paragraphs (kept, line by line, inside `<pre>`).
+Windows-1252).
+
+A page is read without its site: what a documentation generator repeats on every page is left
+out. When the page has a `<main>` (or an element of ARIA role main) only that is read, and
+within it (or the page) its one `<article>` when it has exactly one; a region with no text
+(an empty `<main>`) gives way to the whole page. Furniture — scripts, styles, navigation,
+the page's header and footer, asides, forms, breadcrumbs, and elements whose ARIA role says
+they are one of those — is left out wherever it is, and so are skip links ("Skip to content")
+and the permalink anchors generators put beside headings and definitions (`¶` in Sphinx and
+MkDocs, `#` in Docusaurus and Hugo themes, `§` in rustdoc, `🔗` or an icon in Javadoc: a link
+to `#id` in the page whose text is no more than such a glyph). Each section keeps its
+heading's anchor: the heading's id, else its permalink's target, else the id of the
+`<section>` or `<article>` it lies in, so a result cites `page.html#anchor`.
+
+Block elements become paragraphs, table rows become one line with cells joined by " | ",
+whitespace is collapsed inside paragraphs (kept, line by line, inside `<pre>`).
 
 Deep nesting is bounded before the parse (nesting.py: a page whose tags would cost the parser
 quadratic time is flattened the way browsers flatten over-deep trees, every word kept), and
@@ -15,6 +27,9 @@ more than HTML_ELEMENTS_MAX elements is refused before it is parsed (common.py).
 """
 
 from __future__ import annotations
+
+import re
+from urllib.parse import unquote
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
@@ -47,10 +62,41 @@ SKIPPED_ROLES = frozenset(
 """ARIA roles that mark an element as furniture (`<div role="navigation">` is a `<nav>`):
 Sphinx, for one, marks its sidebar and its related-pages bars so."""
 
+MARKED = '[role], [class*="breadcrumb" i], main, article, a[href^="#"]'
+"""The elements looked at before the walk: those of a role (furniture, or the content's
+region), breadcrumbs (`<ol class="breadcrumb">`: the generators' trail of the page's parents,
+removed wherever they are), `<main>` and `<article>`, and links within the page (permalinks,
+skip links)."""
+
+PERMALINK_GLYPHS = frozenset({"", "¶", "#", "§", "🔗", "⚓"})
+"""The text of a generator's permalink anchor, whitespace and invisible characters removed
+("" for one drawn by CSS or an icon: Docusaurus's zero-width space, rustdoc's and Javadoc's)."""
+
+INVISIBLE = str.maketrans("", "", "\u200b\u200c\u200d\u2060\ufeff\ufe0e\ufe0f")
+"""Zero-width characters and the variation selectors: no text to a reader."""
+
+SKIP_LINK = re.compile(r"(skip|jump)\s+(to|over|navigation)\b", re.I)
+"""The text of an accessibility skip link ("Skip to main content", "Skip navigation")."""
+
+GLYPHS_AFTER_HEADING = re.compile(r"[\s¶🔗⚓\u200b\ufe0f]+$")
+"""A permalink glyph left at a heading's end as text ("Timeouts¶"): not the heading's words.
+`#` and `§` are not among them: "C#" is a heading."""
+
+REGIONS_MAX = 64
+"""The most `<main>` or `<article>` elements looked into for the content region (each is
+climbed to the page's root, as deep as nesting.py lets a tree be): a hostile page of a
+million costs no more than a page of 64."""
+
+PERMALINK_DEPTH = 3
+"""How far up from a permalink anchor its heading is looked for (`<h2>…<a>` or `<h2><span><a>`)."""
+
 SECTIONING = frozenset({"article", "main", "section"})
 """A `<header>` inside one of these heads that content (keep it); elsewhere it is the page's."""
 
 HEADINGS = {f"h{n}": n for n in range(1, 7)}
+
+ANCHORED = frozenset(HEADINGS) | SECTIONING
+"""The elements whose id the reader is given: a heading's, or the section's it lies in."""
 
 BLOCKS = frozenset(
     "address article blockquote br caption center dd details dir div dl dt fieldset "
@@ -65,6 +111,9 @@ CELL_SEPARATOR = " | "
 STRUCTURE = BLOCKS | CELLS | SECTIONING | {"tr", "pre"}
 """The elements whose start and end the reader acts on (headings are blocks); any other is
 only looked into for its text."""
+
+DOCUMENT = "-document"
+"""selectolax's tag of the document node above `<html>`: an element removed tops no such."""
 
 TEXT = "-text"
 """selectolax's tag of a text node (comments are "-comment", and are not read)."""
@@ -90,11 +139,28 @@ def parse(data: bytes, *, name: str) -> Document:
         raise ParseError(f"not readable as HTML ({reason(exc)})") from exc
     title_element = tree.css_first("title")
     page_title = collapse(title_element.text()) if title_element is not None else ""
-    _drop_furniture_roles(tree)
+    region = _prepare(tree)
     reader = PageReader()
-    if tree.root is not None:
+    if region is not None:
+        walk(region, reader)
+    if tree.root is not None and reader.empty:  # no region, or one with no text in it
+        reader = PageReader()
         walk(tree.root, reader)
     return reader.finish(page_title, name)
+
+
+def head_title(data: bytes) -> str:
+    """An HTML page's `<title>`, as `parse` reads it, from no more of the page than its head
+    up to `</title>` ("" when the page has none there): the titles of a site's pages are
+    compared before the pages are parsed (indexing: a title suffix shared by a site)."""
+    end = data.lower().find(b"</title")
+    if end < 0:
+        return ""
+    try:
+        found = LexborHTMLParser(html_utf8(data[:end])).css_first("title")
+    except Exception:  # lexbor failing on what it cannot build a tree of: no title
+        return ""
+    return collapse(found.text()) if found is not None else ""
 
 
 def walk(root: LexborNode, reader: PageReader) -> None:
@@ -103,32 +169,94 @@ def walk(root: LexborNode, reader: PageReader) -> None:
     Only the elements the reader acts on (STRUCTURE) are entered and left; the others are
     looked into for their text, or skipped whole when the reader skips them."""
     stack: list[LexborNode | str] = [root]  # a str: leave the element of that tag
+    pop, push = stack.pop, stack.append  # bound once: the loop runs once per node
+    text, enter, leave, skips = reader.text, reader.enter, reader.leave, reader.skips
     while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            reader.leave(item)
+        item = pop()
+        if item.__class__ is str:
+            leave(item)
             continue
-        node = item
-        tag = node.tag
+        tag = item.tag
         if tag == TEXT:
-            reader.text(node.text_content or "")
+            text(item.text_content or "")
             continue
-        if not tag or tag[0] == "-" or (tag in SKIPPED and reader.skips(tag)):
+        if not tag or tag[0] == "-" or (tag in SKIPPED and skips(tag)):
             continue
         if tag in STRUCTURE:
-            reader.enter(tag)
-            stack.append(tag)
-        child = node.last_child
+            enter(tag, item.id if tag in ANCHORED else None)
+            push(tag)
+        child = item.last_child
         while child is not None:
-            stack.append(child)
+            push(child)
             child = child.prev
 
 
-def _drop_furniture_roles(tree: LexborHTMLParser) -> None:
-    """Remove the elements whose ARIA role marks them as furniture, before the walk."""
-    selector = ", ".join(f'[role~="{role}" i]' for role in sorted(SKIPPED_ROLES))
-    for node in tree.css(selector):
-        node.remove()  # unlinked, not freed: a match inside another match stays valid
+def _prepare(tree: LexborHTMLParser) -> LexborNode | None:
+    """Before the walk, in one pass over the elements that may matter (MARKED: lexbor matches
+    a list of selectors in one walk of its tree, each selector apart in one walk each): remove
+    furniture (FURNITURE_ROLES, breadcrumbs), permalink anchors and skip links; return the
+    content region: the page's `<main>` (else its element of role main), and within it (or
+    the page) its one `<article>` when it has exactly one; None when neither."""
+    mains: list[LexborNode] = []
+    role_mains: list[LexborNode] = []
+    articles: list[LexborNode] = []
+    for node in tree.css(MARKED):
+        tag = node.tag
+        if tag == "a" and _dropped_link(node):
+            continue
+        attrs = node.attrs
+        roles = (attrs.get("role") or "").lower().split()
+        if (
+            not SKIPPED_ROLES.isdisjoint(roles)
+            or "breadcrumb" in (attrs.get("class") or "").lower()
+        ):
+            node.remove()  # unlinked, not freed: a match inside it stays valid
+        elif tag == "main":
+            mains.append(node)
+        elif tag == "article":
+            articles.append(node)
+        elif "main" in roles:
+            role_mains.append(node)
+    candidates = (*mains, *role_mains)[:REGIONS_MAX]
+    region = next((n for n in candidates if _read_within(n, None)), None)
+    if len(articles) > REGIONS_MAX:
+        return region  # a page of many articles (a listing): no one of them is its content
+    articles = [a for a in articles if _read_within(a, region)]
+    return articles[0] if len(articles) == 1 else region
+
+
+def _read_within(node: LexborNode, region: LexborNode | None) -> bool:
+    """Whether `node` is still in the page (not in furniture removed or skipped) and within
+    `region` (None: the page)."""
+    parent = node.parent
+    while parent is not None:
+        if region is not None and parent == region:
+            return True
+        if parent.tag in SKIPPED:
+            return False
+        node, parent = parent, parent.parent
+    return region is None and node.tag == DOCUMENT
+
+
+def _dropped_link(link: LexborNode) -> bool:
+    """Remove `link` (to `#id` in the page) when it is a permalink anchor or a skip link; a
+    heading without an id of its own takes its permalink's target as its id."""
+    text = link.text(deep=True)
+    if "".join(text.split()).translate(INVISIBLE) in PERMALINK_GLYPHS:
+        target = unquote(link.attrs.get("href") or "#")[1:]
+        heading = link.parent
+        for _ in range(PERMALINK_DEPTH):
+            if heading is None or heading.tag in HEADINGS:
+                break
+            heading = heading.parent
+        if target and heading is not None and heading.tag in HEADINGS and not heading.id:
+            heading.attrs["id"] = target
+        link.remove()
+        return True
+    if SKIP_LINK.match(text.strip()):
+        link.remove()
+        return True
+    return False
 
 
 class PageReader:
@@ -138,13 +266,16 @@ class PageReader:
     def __init__(self) -> None:
         self.sections: list[Section] = []
         self.first_h1: str | None = None
-        self.headings_read: list[tuple[tuple[str, ...], str]] = []  # (chain above, heading)
+        self.headings_read: list[tuple[tuple[str, ...], str, str | None]] = []
+        # (chain above, heading, its anchor)
         self._chain: list[tuple[int, str]] = []
+        self._anchor: str | None = None  # the anchor of the section being read
+        self._places: list[str | None] = []  # the ids of the sections the reader is in
         self._paragraphs: list[str] = []
         self._words: list[str] = []  # text of the paragraph being read
         self._has_words = False  # whether _words holds more than whitespace (no join per cell)
         self._rows_read: list[str] = []  # the rows of the table being read, one line each
-        self._heading: tuple[int, list[str]] | None = None  # level and words of a heading
+        self._heading: tuple[int, list[str], str | None] | None = None  # level, words, id
         self._pre = 0
         self._rows = 0
         self._sectioning = 0
@@ -153,25 +284,33 @@ class PageReader:
         self._end_paragraph()
         if self._paragraphs:
             headings = tuple(text for _, text in self._chain)
-            self.sections.append(Section(text="\n\n".join(self._paragraphs), headings=headings))
+            text = "\n\n".join(self._paragraphs)
+            self.sections.append(Section(text=text, headings=headings, anchor=self._anchor))
         self._paragraphs = []
+
+    @property
+    def empty(self) -> bool:
+        """Whether nothing has been read: no text, no heading."""
+        return not (self.sections or self.headings_read or self._paragraphs or self._has_words)
 
     def finish(self, title: str, name: str) -> Document:
         """The page read: titled `title`, else by its first `<h1>`, else `name`. A page whose
         only text is in its headings gives one section per heading, its text the heading."""
         self.end_section()
         sections = self.sections or [
-            Section(text=text, headings=chain) for chain, text in self.headings_read
+            Section(text=text, headings=chain, anchor=anchor)
+            for chain, text, anchor in self.headings_read
         ]
         return document(title or self.first_h1 or name, "html", sections)
 
     def skips(self, tag: str) -> bool:
         return tag in SKIPPED and not (tag == "header" and self._sectioning)
 
-    def enter(self, tag: str) -> None:
+    def enter(self, tag: str, anchor: str | None = None) -> None:
+        """An element starts; `anchor`: its id, for a heading or a sectioning element."""
         if tag in HEADINGS and self._heading is None:
             self._end_paragraph()
-            self._heading = (HEADINGS[tag], [])
+            self._heading = (HEADINGS[tag], [], anchor)
         elif tag == "tr":
             self._end_row()
         elif tag in CELLS and self._rows and self._has_words:
@@ -184,12 +323,14 @@ class PageReader:
             self._rows += 1
         elif tag in SECTIONING:
             self._sectioning += 1
+            self._places.append(anchor)
 
     def leave(self, tag: str) -> None:
         if tag in HEADINGS and self._heading and self._heading[0] == HEADINGS[tag]:
-            level, words = self._heading
+            level, words, anchor = self._heading
             self._heading = None
-            self._open_heading(level, collapse("".join(words)))
+            text = GLYPHS_AFTER_HEADING.sub("", collapse("".join(words)))
+            self._open_heading(level, text, anchor)
             return
         if tag == "tr":
             self._end_row()
@@ -201,6 +342,7 @@ class PageReader:
             self._rows -= 1
         elif tag in SECTIONING:
             self._sectioning -= 1
+            self._places.pop()
 
     def _boundary(self) -> None:
         """A block starts or ends: a new paragraph, except inside a heading or a table row."""
@@ -216,13 +358,16 @@ class PageReader:
             self._words.append(text)
             self._has_words = self._has_words or bool(text.strip())
 
-    def _open_heading(self, level: int, text: str) -> None:
+    def _open_heading(self, level: int, text: str, anchor: str | None) -> None:
+        """A heading read: the section before it ends, and the next is under it, at its
+        anchor (its id, else the id of the innermost section it lies in that has one)."""
         if not text:
             return
         self.end_section()
+        self._anchor = anchor or next((a for a in reversed(self._places) if a), None)
         while self._chain and self._chain[-1][0] >= level:
             self._chain.pop()
-        self.headings_read.append((tuple(t for _, t in self._chain), text))
+        self.headings_read.append((tuple(t for _, t in self._chain), text, self._anchor))
         self._chain.append((level, text))
         if level == 1 and self.first_h1 is None:
             self.first_h1 = text

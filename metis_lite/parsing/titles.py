@@ -11,6 +11,10 @@ chosen in order from:
    lines after it in that font: a title that wraps), a Word file's Title or first heading —
    when it reads as a title (`title_like`);
 3. the file's name without its suffix.
+
+A web page's title is real, but a site appends its own name to every page's: "argparse — … —
+Python 3.11.2 documentation", "Install | Docusaurus", "Vec in std::vec - Rust". `site_suffix`
+finds such an ending shared by most of a site's pages, and `cut_suffix` takes it off a title.
 """
 
 from __future__ import annotations
@@ -22,6 +26,15 @@ TITLE_CHARS_MAX = 200
 """A line longer than this is a paragraph, not a title."""
 
 TITLE_WORDS_MAX = 25
+
+SUFFIX_SEPARATORS = (" — ", " – ", " | ", " - ", " · ", " :: ", " » ")
+"""What sites put between a page's title and their own name: Sphinx " — ", Docusaurus and
+Hugo themes " | ", MkDocs and rustdoc " - "; Javadoc's " (Java SE 17 & JDK 17)" is matched
+apart (`_candidates`)."""
+
+SUFFIX_PAGES_MIN = 3
+"""The fewest pages that must share an ending for it to be a site's suffix: two pages alike
+by chance ("… - Part 1", "… - Part 1") are not a site."""
 
 _MADE_BY = re.compile(
     r"^(microsoft (word|powerpoint|excel)|word|powerpoint)\s*-\s*|\.(docx?|pptx?|xlsx?|odt|rtf|"
@@ -74,12 +87,54 @@ def title_like(line: str) -> bool:
 
 
 def choose(metadata: str | None, shown: Iterable[str], name: str) -> str:
-    """The title: the metadata's when real, else the first of `shown` (what the document shows
-    as its title, best first) that reads as one, else `name`."""
+    """The title: the metadata's when real (and not the file's name `name` again), else the
+    first of `shown` (what the document shows as its title, best first) that reads as one,
+    else `name`."""
     real = real_metadata(metadata)
-    if real:
+    if real and real.casefold() != name.casefold():
         return real
     for line in shown:
         if title_like(line):
             return " ".join(line.split())
     return name
+
+
+def site_suffix(titles: Iterable[str]) -> str:
+    """The ending a site appends to its pages' titles, separator included (" — Python 3.11.2
+    documentation"), or "": the longest ending after a separator (SUFFIX_SEPARATORS) that more
+    than half of `titles` share, SUFFIX_PAGES_MIN of them at least, with letters in it.
+    Depends only on the titles, not their order, so the same pages give the same suffix."""
+    pages = 0
+    shared: dict[str, int] = {}
+    for title in titles:
+        pages += 1
+        for ending in _candidates(title):
+            shared[ending] = shared.get(ending, 0) + 1
+    needed = max(SUFFIX_PAGES_MIN, pages // 2 + 1)
+    found = [ending for ending, count in shared.items() if count >= needed]
+    return max(found, key=lambda ending: (len(ending), ending), default="")
+
+
+def cut_suffix(title: str, suffix: str) -> str:
+    """`title` without the site's `suffix` when it ends so and something is left ("Python
+    3.11.2 documentation", the site's own front page, keeps its name)."""
+    if suffix and title.endswith(suffix) and (left := title[: -len(suffix)].rstrip()):
+        return left
+    return title
+
+
+def _candidates(title: str) -> set[str]:
+    """The endings of `title` that could be a site's: from each separator on, and a last
+    parenthesis (Javadoc's "String (Java SE 17 & JDK 17)")."""
+    text = " ".join(title.split())
+    if len(text) > TITLE_CHARS_MAX:
+        return set()
+    found = set()
+    for separator in SUFFIX_SEPARATORS:
+        at = text.find(separator)
+        while at > 0:
+            found.add(text[at:])
+            at = text.find(separator, at + 1)
+    if text.endswith(")") and (at := text.rfind(" (")) > 0:
+        found.add(text[at:])
+    return {ending for ending in found if sum(ch.isalpha() for ch in ending) >= 2}
