@@ -35,6 +35,13 @@ CREATE TABLE IF NOT EXISTS source_options (
   no_ignore INTEGER NOT NULL DEFAULT 0   -- 1: its .gitignore, .ignore, .metisignore are not read
 );
 
+-- The languages OCR reads a source's scanned pages and images in (schema version 4; `index
+-- --ocr-languages eng+deu`). A source without a row: the language packs installed (ocr.py).
+CREATE TABLE IF NOT EXISTS source_ocr (
+  source_id INTEGER PRIMARY KEY REFERENCES sources(id) ON DELETE CASCADE,
+  languages TEXT NOT NULL          -- Tesseract's pack names joined by '+'
+);
+
 CREATE TABLE IF NOT EXISTS documents (
   id           INTEGER PRIMARY KEY,
   source_id    INTEGER NOT NULL REFERENCES sources(id) ON DELETE CASCADE,

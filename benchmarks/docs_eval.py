@@ -16,6 +16,10 @@ Two readings of a result's document: `strict` (the path as indexed) and `page`, 
 and as its AsciiDoc source) counts as the page `X.html`: the same text, so the same answer.
 On a tree without such twins (sqlite3-doc) the two readings are equal.
 
+One result per text (the default; `--all-copies` turns it off): a result stands for its
+passage in each of its places (`also_in`), so its document is the first of its places that
+the set expects, else its own.
+
 For the analysis it also asks each question with top_k = 100 and keeps, per mode, the place of
 the first expected page (page reading) and the first pages of the keyword list, so that the
 questions dense ranks better than hybrid can be shown with what the words put first.
@@ -52,9 +56,20 @@ def as_page(document: str, folder: Path | None) -> str:
     return document
 
 
-def ask(base: Base, question: str, mode: str, top_k: int):
+def ask(base: Base, question: str, mode: str, top_k: int, collapse: bool = True):
     name, _, fusion = mode.partition(":")
-    return base.search(question, mode=name, top_k=top_k, rerank=False, fusion=fusion or None)
+    return base.search(
+        question, mode=name, top_k=top_k, rerank=False, fusion=fusion or None, collapse=collapse
+    )
+
+
+def places(result) -> list[str]:
+    """The documents of a result's text: its own, then those of its `also_in`."""
+    return [result.citation.document, *(p.citation.document for p in result.also_in)]
+
+
+def judged_document(documents: list[str], expected: dict[str, int]) -> str:
+    return next((d for d in documents if d in expected), documents[0])
 
 
 def judged(documents: list[str], expected: dict[str, int]) -> metrics.Judged:
@@ -78,6 +93,9 @@ def main() -> int:
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--json", help="write every question's outcome here")
     parser.add_argument("--examples", type=int, default=5)
+    parser.add_argument(
+        "--all-copies", action="store_true", help="every passage a result (collapse=False)"
+    )
     args = parser.parse_args()
     modes = args.modes.split(",")
     questions = load(Path(args.evalset))
@@ -93,25 +111,28 @@ def main() -> int:
             row = {"id": q.get("id"), "question": q["question"], "modes": {}}
             for mode in modes:
                 started = time.perf_counter()
-                answer = ask(base, q["question"], mode, K)
+                collapse = not args.all_copies
+                answer = ask(base, q["question"], mode, K, collapse)
                 timings[mode] += time.perf_counter() - started
-                docs = [r.citation.document for r in answer.results]
-                deep = [r.citation.document for r in ask(base, q["question"], mode, DEEP).results]
+                docs = [places(r) for r in answer.results]
+                deep = [places(r) for r in ask(base, q["question"], mode, DEEP, collapse).results]
                 out = {}
                 for reading, norm in (
                     ("strict", lambda d: d),
                     ("page", lambda d: as_page(d, folder)),
                 ):
-                    top = [norm(d) for d in docs]
+                    top = [judged_document([norm(d) for d in ds], expected) for ds in docs]
                     j = judged(top, expected)
-                    ranking = distinct([norm(d) for d in deep])
+                    ranking = distinct(
+                        [judged_document([norm(d) for d in ds], expected) for ds in deep]
+                    )
                     place = next((i for i, d in enumerate(ranking, 1) if d in expected), None)
                     out[reading] = {
                         "ndcg": metrics.ndcg(j, K),
                         "first": bool(top) and top[0] in expected,
                         "place": place,  # first expected page within 100 chunks, distinct pages
                     }
-                out["top"] = distinct(docs)[:5]
+                out["top"] = distinct([ds[0] for ds in docs])[:5]
                 out["warnings"] = [w.code for w in answer.warnings]
                 row["modes"][mode] = out
             rows.append(row)

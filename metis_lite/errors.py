@@ -27,7 +27,7 @@
 Exit codes are the same for every command (the README's table): 0 done; 1 error (what the
 command names is there but cannot be used, or the command failed on the way); 2 bad usage or
 request (a value, or a base, folder, file or source that is not there); 3 a model did not answer;
-4 the base is busy (another process is indexing it); 130 interrupted (Ctrl-C); 141 the reader
+4 the base is busy (another process is indexing it); 130 interrupted (Ctrl-C), 143 by SIGTERM; 141 the reader
 of the output stopped reading (`… | head -1`). They live here, beside the codes, so that every
 entry point (the CLI, the servers) reads one table and none imports another. The CLI and the HTTP service translate errors into
 exit codes and JSON errors; nothing else catches broadly.
@@ -42,8 +42,9 @@ EXIT_MODEL = 3
 EXIT_BUSY = 4
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141
-"""The exit codes of every command (the table above); 130 and 141 are 128 + SIGINT and 128 +
-SIGPIPE, as shells report a command those signals end."""
+EXIT_TERMINATED = 143
+"""The exit codes of every command (the table above); 130, 141 and 143 are 128 + SIGINT, 128 +
+SIGPIPE and 128 + SIGTERM, as shells report a command those signals end."""
 
 
 class MetisError(Exception):

@@ -26,11 +26,14 @@ class Section:
 
 @dataclass(frozen=True)
 class Document:
-    """What a parser reads from one file: its title and its sections in order."""
+    """What a parser reads from one file: its title and its sections in order; `unread_pages`:
+    pages with no text layer OCR did not read (none here, its time spent: `unread_why`)."""
 
     title: str
     kind: str
     sections: tuple[Section, ...]
+    unread_pages: int = 0
+    unread_why: str = ""
 
 
 @dataclass(frozen=True)
@@ -158,6 +161,16 @@ class WordMatch:
 
 
 @dataclass(frozen=True)
+class Place:
+    """Another place of a result's text: a passage nearly the same, ranked after it
+    (retrieval/collapse.py), in its base (None: the one searched) and its citation."""
+
+    chunk_id: int
+    citation: Citation
+    base: str | None = None
+
+
+@dataclass(frozen=True)
 class Result:
     chunk_id: int
     score: float
@@ -167,6 +180,13 @@ class Result:
     base: str | None = None
     fact: Fact | None = None  # the fact a memory's note states (its date, whether it holds)
     words: tuple[WordMatch, ...] = ()  # the question's words it holds, in the question's order
+    also_in: tuple[Place, ...] = ()
+    """The other places of this text, in their rank order: passages nearly the same that are
+    not results of their own (one result per text)."""
+
+    @property
+    def place(self) -> Place:
+        return Place(self.chunk_id, self.citation, self.base)
 
 
 @dataclass(frozen=True)
@@ -212,3 +232,6 @@ class SourceInfo:
     """A folder's own patterns, gitignore syntax, in order (`index --exclude`)."""
     no_ignore: bool = False
     """True: the folder's .gitignore, .ignore and .metisignore are not read (`--no-ignore`)."""
+    ocr_languages: str = ""
+    """The languages OCR reads its scanned pages and images in (`--ocr-languages eng+deu`);
+    "": the language packs installed."""

@@ -105,7 +105,7 @@ EMBEDDED_MODEL = E5_MODEL
 MODES = ("hybrid", "dense", "keyword")
 """The three modes ("The three modes"); hybrid is the default."""
 
-KINDS = ("md", "txt", "html", "pdf", "docx", "epub", "odt", "pptx")
+KINDS = ("md", "txt", "html", "pdf", "docx", "epub", "odt", "pptx", "image")
 """Document kinds a base reads ("Filters")."""
 
 BASE_KINDS = ("documents", "memory")

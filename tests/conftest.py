@@ -3,7 +3,10 @@ built example base with the embedded model (built once per session, copied per t
 
 from __future__ import annotations
 
+import atexit
+import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -13,6 +16,13 @@ from metis_lite.base.core import Base
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "handbook"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+if "METIS_LITE_CACHE" not in os.environ:
+    os.environ["METIS_LITE_CACHE"] = tempfile.mkdtemp(prefix="metis-lite-cache-")
+    atexit.register(shutil.rmtree, os.environ["METIS_LITE_CACHE"], True)
+"""The embedded model's cache (metis_lite/models/weights_cache.py) of this test session, never
+the user's own, for every test and every process they start (they inherit it); ~160 MB,
+removed when the session ends."""
 
 DEAD_EMBEDDING = {"provider": "tei", "url": "http://127.0.0.1:9", "timeout_s": 1}
 """An embedding model that never answers (nothing listens on port 9): indexing is fast and

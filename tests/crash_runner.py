@@ -6,6 +6,7 @@
 `--kill WHERE --at N` sends the process SIGKILL (kill -9: no handler, no cleanup, no flush)
 at the Nth time it reaches WHERE:
 
+    open         before a base connection is opened (start-up: the CLI opens the base)
     parse        before parsing a file (metis_lite.parsing.parse), in the indexer: reached
                  only when it parses itself (few files to parse, or --workers 1)
     chunk        before cutting a parsed document into chunks (likewise)
@@ -19,7 +20,7 @@ at the Nth time it reaches WHERE:
     wal-write    before a page is written to BASE-wal (a Python VFS): a commit half written
     db-write     before a page is written to the base file itself: a checkpoint half done
 
-`--pool-always` starts parse workers for any two files to parse (ingest.POOL_MIN_SECONDS 0: a
+`--pool-always` starts parse workers for any two files to parse (workers.POOL_MIN_SECONDS 0: a
 small corpus is parsed in worker processes, as a large one would be). `--pause DIR` pauses
 there instead: the run writes DIR/paused and waits until DIR/resume exists (a moment, held
 open, at which a test looks at the base). `--embed-batch N` embeds N
@@ -45,15 +46,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import apsw  # noqa: E402
 
 from metis_lite import cli, parsing, store
-from metis_lite.indexing import (
+from metis_lite.indexing import (  # noqa: E402
     ingest,
-    pipeline,  # noqa: E402
+    pipeline,
+    workers,
 )
 from metis_lite.models import http  # noqa: E402
 from metis_lite.store import connection
 from metis_lite.text import chunking
 
 POINTS = (
+    "open",
     "parse",
     "chunk",
     "parsed",
@@ -100,7 +103,7 @@ def plant(options: argparse.Namespace) -> None:
     if options.embed_batch:
         ingest.EMBED_BATCH = options.embed_batch
     if options.pool_always:
-        ingest.POOL_MIN_SECONDS = 0.0
+        workers.POOL_MIN_SECONDS = 0.0
     pattern = re.compile(options.pattern) if options.pattern else None
 
     real_parse = parsing.parse
@@ -161,6 +164,7 @@ def plant(options: argparse.Namespace) -> None:
     real_connect = connection.connect
 
     def connect(path, *, readonly=False, **kwargs):
+        trigger.reached("open")
         db = real_connect(path, readonly=readonly or options.readonly, **kwargs)
         if options.max_page_count is not None:
             db.execute(f"PRAGMA max_page_count = {int(options.max_page_count)}")

@@ -257,6 +257,7 @@ def test_search_several_bases_merges_and_names_each_base(tokens_server):
             "bases": ["handbook", "words"],
             "mode": "keyword",
             "top_k": 6,
+            "collapse": False,  # each base's copy of a passage a result of its own
         },
         headers=token,
     )

@@ -830,3 +830,40 @@ def test_words_of_a_language_without_spaces_are_highlighted_as_the_index_reads_t
     )
     assert "weather.txt" in page.text("#results .result:first-child .doc")
     assert marked == ["的天气", "的天气"], marked
+
+
+def test_a_passage_read_by_ocr_is_marked_ocr(page):
+    citation = {"source": "scans", "document": "card.png", "kind": "image", "headings": []}
+    page.execute(
+        "window.shown = null; import('./results.js').then((m) => { window.shown = "
+        "[true, false].map((ocr) => m.citationNodes({citation: {...arguments[0], ocr}, "
+        "text: ''}, false, 'handbook')[0].querySelector('.ocr')?.textContent ?? ''); });",
+        citation,
+    )
+    marks = page.wait_for("return window.shown", what="the citations drawn")
+    assert marks == ["OCR", ""]
+
+
+def test_the_other_places_of_a_results_text_are_listed_with_links(page):
+    def place(document, page_number=None):
+        return {
+            "citation": {"source": "docs", "document": document, "kind": "md", "headings": []}
+            | ({"page": page_number, "kind": "pdf"} if page_number else {})
+        }
+
+    result = {
+        "citation": place("spawn.md")["citation"],
+        "text": "",
+        "also_in": [place("popen2.md"), place("notice.pdf", 3)],
+    }
+    page.execute(
+        "window.shown = null; import('./results.js').then((m) => { const node = "
+        "m.alsoIn(arguments[0], false, 'handbook'); const none = m.alsoIn({...arguments[0], "
+        "also_in: []}, false, 'handbook'); window.shown = [node.textContent, "
+        "[...node.querySelectorAll('a')].map((a) => a.getAttribute('href')), none]; });",
+        result,
+    )
+    text, links, none = page.wait_for("return window.shown", what="the places drawn")
+    assert text == "Also in docs/popen2.md, docs/notice.pdf (page 3)"
+    assert links[0].startswith("#/document?") and "path=popen2.md" in links[0]
+    assert none is None

@@ -232,7 +232,9 @@ def test_any_text_is_chunked_stored_found_and_snippeted_whole(files, chunk_size)
                     word = min(words, key=lambda w: (counts[w], w))
                     if counts[word] > 20:
                         continue
-                    answer = base.search(word, mode="keyword", top_k=50, rerank=False)
+                    answer = base.search(  # each text, though another has its words
+                        word, mode="keyword", top_k=50, rerank=False, collapse=False
+                    )
                     hit = [r for r in answer.results if r.text == text]
                     assert hit, (word, text)
                     assert len(hit[0].citation.snippet) <= SNIPPET_CHARS

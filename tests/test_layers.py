@@ -209,11 +209,11 @@ def test_nothing_imports_the_command_line():
 
 FACES = {
     "text": ("tokenizer", "languages", "chunking", "plain"),
-    "parsing": ("common", "pdf", "pdf_worker"),
+    "parsing": ("common", "pdf", "pdf_worker", "ocr"),
     "models": ("base", "batching", "prefixes", "registry"),
     "store": ("connection", "document_file", "files", "pool", "publication", "spec"),
     "copies": ("backup", "publish"),
-    "indexing": ("ingest",),
+    "indexing": ("ingest", "watch"),
     "retrieval": ("search", "keyword", "bm25", "dense", "memory"),
     "base": ("core", "multi", "passages"),
     "evaluation": ("bases", "beir", "metrics", "report", "runner", "saved", "sets", "why"),

@@ -52,7 +52,7 @@ def two_bases(tmp_path_factory):
 def test_search_bases_is_public_and_merges_in_the_order_of_the_bases(two_bases):
     assert "search_bases" in metis_lite.__all__ and "MultiAnswer" in metis_lite.__all__
     one, two = two_bases
-    answer = search_bases([one, two], "Xid 79 GPU", mode="keyword", top_k=6)
+    answer = search_bases([one, two], "Xid 79 GPU", mode="keyword", top_k=6, collapse=False)
     assert isinstance(answer, MultiAnswer) and answer.bases == ("one", "two")
     with pytest.raises(dataclasses.FrozenInstanceError):
         answer.mode = "dense"  # type: ignore[misc]
@@ -63,6 +63,21 @@ def test_search_bases_is_public_and_merges_in_the_order_of_the_bases(two_bases):
     assert answer.took.total >= max(answer.took.keyword, 0.0)
     as_json = multi_answer_to_json(answer)
     assert {r["base"] for r in as_json["results"]} == {"one", "two"}
+
+
+def test_the_same_passage_in_two_bases_is_one_result_that_names_both(two_bases):
+    # The two bases index the same folder: each passage is one result, from the base it ranks
+    # first in, with its place in the other; top_k counts distinct passages.
+    one, two = two_bases
+    every = search_bases([one, two], "Xid 79 GPU", mode="keyword", top_k=6, collapse=False)
+    answer = search_bases([one, two], "Xid 79 GPU", mode="keyword", top_k=3)
+    assert [r.chunk_id for r in answer.results] == [r.chunk_id for r in every.results][::2]
+    for result in answer.results:
+        assert result.base == "one"
+        [other] = result.also_in
+        assert other.base == "two" and other.citation == result.citation
+    item = multi_answer_to_json(answer)["results"][0]
+    assert item["also_in"] == [{"citation": item["citation"], "base": "two"}]
 
 
 def test_each_warning_names_its_base_and_an_error_its_base(two_bases):
@@ -187,7 +202,7 @@ def test_ranks_cited_by_several_bases_are_ranks_in_their_lists_merged(two_bases,
     # Each base's own ranks were cited: two bases gave ranks 1, 1, 2, 2, … and a weak base's
     # best by meaning was "#1 by meaning", which the console reads as near the top.
     one, two = two_bases
-    answer = search_bases([one, two], "Xid 79 GPU", mode="keyword", top_k=6)
+    answer = search_bases([one, two], "Xid 79 GPU", mode="keyword", top_k=6, collapse=False)
     assert [r.scores.keyword_rank for r in answer.results] == [1, 2, 3, 4, 5, 6]
     with Base(ranked["handbook"]) as handbook, Base(ranked["medical"]) as medical:
         bases = {"handbook": handbook, "medical": medical}
@@ -485,12 +500,15 @@ def budgets(tmp_path):
         said = f"Project {n} budget budget approved by finance" + " and" * n + "."
         team.remember(said, key=f"project/{n}", stated_at="2026-01-01")
         team.remember(f"Project {n} closed.", key=f"project/{n}", stated_at="2026-02-01")
-    for n in range(5):
-        team.remember(
-            f"Note {n}: the quarterly budget review moved to the north meeting room on the "
-            "third floor, with snacks and coffee for everyone attending.",
-            stated_at="2026-03-01",
-        )
+    notes = (  # five different texts: nearly the same ones would be one result (collapse.py)
+        "the quarterly budget review moved to the north meeting room on the third floor",
+        "whoever plans travel this spring asks finance first: the budget for trips is smaller",
+        "the new hire laptops come out of the hardware budget that the board raised in March",
+        "our team offsite in Porto stays within last year's budget, flights booked by Friday",
+        "the budget dashboard now refreshes every night and mails a summary to each lead",
+    )
+    for n, note in enumerate(notes):
+        team.remember(f"Note {n}: {note}, so plan ahead.", stated_at="2026-03-01")
     yield team
     team.close()
 

@@ -85,13 +85,14 @@ def test_kind_by_suffix_covers_every_kind():
     assert kind_of(Path("x.HTM")) == kind_of(Path("x.html")) == "html"
     assert kind_of(Path("x.pdf")) == "pdf"
     assert kind_of(Path("x.docx")) == "docx"
-    for other in ("x.png", "x.doc", "x.docx.bak", "Makefile", ".gitattributes"):
+    assert kind_of(Path("scan.PNG")) == kind_of(Path("x.jpeg")) == kind_of(Path("x.tif")) == "image"
+    for other in ("x.gif", "x.doc", "x.docx.bak", "Makefile", ".gitattributes"):
         assert kind_of(Path(other)) is None
 
 
 def test_parse_refuses_a_kind_it_does_not_read(tmp_path):
-    image = tmp_path / "photo.png"
-    image.write_bytes(b"\x89PNG")
+    image = tmp_path / "photo.gif"
+    image.write_bytes(b"GIF89a")
     with pytest.raises(ParseError, match="not a kind a base reads"):
         parse(image)
 
@@ -118,9 +119,10 @@ def test_parse_uses_given_bytes_and_kind(tmp_path):
 def test_example_folder_has_every_kind_nested():
     files = example_files()
     assert 8 <= len(files) <= 15
-    # EPUB, ODT and PPTX are built by tests/test_formats.py instead: the handbook's answers
-    # (examples/handbook-questions.jsonl, tests/fixtures/pipeline) are pinned on these kinds.
-    assert {kind_of(p) for p in files} == set(KINDS) - {"epub", "odt", "pptx"}
+    # EPUB, ODT and PPTX are built by tests/test_formats.py instead, images by test_ocr.py: the
+    # handbook's answers (examples/handbook-questions.jsonl, tests/fixtures/pipeline) are
+    # pinned on these kinds.
+    assert {kind_of(p) for p in files} == set(KINDS) - {"epub", "odt", "pptx", "image"}
     assert {p.parent for p in files} - {HANDBOOK}, "nested folders"
 
 
@@ -365,6 +367,9 @@ def test_what_the_pdfium_worker_sends_back_is_checked_as_hostile():
         "pages": ["a?b", ""],
         "title": "t?",
         "heading": "h?",
+        "ocr": [],
+        "unread": 0,
+        "unread_why": "",
     }
     assert pdf._checked({"refused": "encrypted PDF"}) == {"refused": "encrypted PDF"}
     nonsense_answers = (

@@ -26,6 +26,7 @@ from loopback import Loopback, Quiet
 from metis_lite.base.core import Base
 from metis_lite.errors import InvalidRequest
 from metis_lite.indexing import ingest, parse_pool
+from metis_lite.indexing import workers as parse_workers
 from metis_lite.models import embedded
 from metis_lite.store import Store
 from metis_lite.store.connection import IndexerLock
@@ -108,7 +109,7 @@ def test_workers_and_the_indexer_alone_write_the_same_base(tmp_path, monkeypatch
     """In this process: a run with worker processes (their words computed there too) and one
     without give the same chunks, the same words index and the same search answers."""
     src = corpus(tmp_path / "src", files=40)
-    monkeypatch.setattr(ingest, "POOL_MIN_SECONDS", 0.0)
+    monkeypatch.setattr(parse_workers, "POOL_MIN_SECONDS", 0.0)
     answers = {}
     for workers in (1, 3):
         with words_only_base(tmp_path / f"w{workers}.db", src) as base:
@@ -166,7 +167,7 @@ def test_a_worker_that_dies_costs_only_the_file_it_held(tmp_path, monkeypatch):
         )
 
     monkeypatch.setattr(parse_pool, "_boot", dying_boot)
-    monkeypatch.setattr(ingest, "POOL_MIN_SECONDS", 0.0)
+    monkeypatch.setattr(parse_workers, "POOL_MIN_SECONDS", 0.0)
     with words_only_base(tmp_path / "b.db", src) as base:
         assert base.index(workers=2).added == 12
         write(src, "f03.md", "# File 3\n\nNew words. " + KILLER.decode())
@@ -195,7 +196,7 @@ def test_a_worker_that_cannot_be_started_fails_the_run_instead_of_hanging(tmp_pa
         raise RuntimeError("no boot today")
 
     monkeypatch.setattr(parse_pool, "_boot", broken_boot)
-    monkeypatch.setattr(ingest, "POOL_MIN_SECONDS", 0.0)
+    monkeypatch.setattr(parse_workers, "POOL_MIN_SECONDS", 0.0)
     outcome: dict = {}
 
     def run() -> None:
@@ -383,7 +384,7 @@ def test_the_embedded_model_embeds_once_every_file_is_written(tmp_path, monkeypa
     vectors only once every file is written (a model on another machine embeds alongside, as
     the test above shows)."""
     src = corpus(tmp_path / "src", files=6)
-    monkeypatch.setattr(ingest, "POOL_MIN_SECONDS", 0.0)
+    monkeypatch.setattr(parse_workers, "POOL_MIN_SECONDS", 0.0)
     monkeypatch.setattr(ingest, "EMBED_BATCH", 8)
     words_done = threading.Event()
     asked_early: list[int] = []

@@ -5,6 +5,7 @@ answer."""
 from __future__ import annotations
 
 import math
+import select
 import shutil
 import socket
 import subprocess
@@ -325,11 +326,11 @@ def test_chunks_indexed_while_the_model_was_down_get_vectors_on_the_next_run(tmp
             [sys.executable, "-m", "metis_lite", "models", "serve", "--port", str(port)],
             cwd=ROOT,
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
             text=True,
         )
         try:
-            _wait_for(port)
+            _wait_for_ready(server)
             report = base.index()
             assert report.embedded == 2 and report.without_vector == 0 and not report.warnings
             answer = base.search("how many holidays do I get")
@@ -341,15 +342,16 @@ def test_chunks_indexed_while_the_model_was_down_get_vectors_on_the_next_run(tmp
             server.wait(timeout=10)
 
 
-def _wait_for(port: int, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.2)
-    raise AssertionError(f"model server did not listen on {port}")
+def _wait_for_ready(server: subprocess.Popen, timeout: float = 120.0) -> None:
+    """Until the model server says "ready on URL": it listens at once, answering 503 while
+    its model loads, which on a loaded machine can outlast a batch's deadline."""
+    ready, _, _ = select.select([server.stderr], [], [], timeout)
+    while ready:
+        line = server.stderr.readline()
+        if not line or line.startswith("ready on "):
+            break
+        ready, _, _ = select.select([server.stderr], [], [], timeout)
+    assert ready and line.startswith("ready on "), f"the model server did not load: {line!r}"
 
 
 def test_empty_states(tmp_path):

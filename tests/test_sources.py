@@ -260,16 +260,16 @@ def test_a_file_is_a_source_read_again_when_it_changes(tmp_path):
 
 
 def test_a_file_inside_a_folder_source_a_file_of_no_kind_and_nothing_are_refused(docs, tmp_path):
-    (tmp_path / "photo.png").write_bytes(b"\x89PNG")
+    (tmp_path / "photo.gif").write_bytes(b"GIF89a")
     with words_only_base(tmp_path / "b.db", docs) as base:
         with pytest.raises(SourceOverlap, match="lies inside the base's source docs"):
             base.add_source(docs / "intro.md")
         with pytest.raises(InvalidRequest, match="not a kind of file metis-lite reads"):
-            base.add_source(tmp_path / "photo.png")
+            base.add_source(tmp_path / "photo.gif")
         with pytest.raises(InvalidRequest, match="is not a folder or a file"):
             base.add_source(tmp_path / "nothing.md")
         assert [s.name for s in base.sources()] == ["docs"]
-    refused = cli("index", str(tmp_path / "new.db"), str(tmp_path / "photo.png"))
+    refused = cli("index", str(tmp_path / "new.db"), str(tmp_path / "photo.gif"))
     assert refused.returncode == 2 and "INVALID_REQUEST" in refused.stderr
     assert not (tmp_path / "new.db").exists()
 

@@ -100,5 +100,5 @@ def test_ingest_index_does_the_run_and_its_report(tmp_path):
             write(src, "c.md", "# C\n\nThe capybara.\n")
             with pytest.raises(KeyboardInterrupt):
                 ingest.index(writer, spec, base.embedder, document_prefix="", progress=interrupt)
-            assert writer.last_run()["state"] == "failed"
+            assert writer.last_run()["state"] == "interrupted"
         assert base.index().added == 0  # c.md was written before the interruption

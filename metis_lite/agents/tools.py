@@ -106,6 +106,11 @@ TOOLS: dict[str, dict[str, Any]] = {
                     " meaning and words on fixed scales, the default) or rrf (reciprocal rank,"
                     " Σ 1/(60 + rank)); default the bases' own.",
                 },
+                "collapse": {
+                    "type": "boolean",
+                    "description": "One result per text (default true): a passage nearly the"
+                    " same as one ranked before it is listed in that result's also_in.",
+                },
                 "filters": {
                     "type": "object",
                     "description": "Keep only some documents before anything is ranked.",
@@ -234,6 +239,7 @@ class SearchRequest:
     rerank: bool = True
     filters: Filters = field(default_factory=Filters)
     fusion: str | None = None
+    collapse: bool = True
 
 
 Hold = Callable[[], AbstractContextManager[None]]
@@ -307,6 +313,7 @@ class Agent:
             rerank=request.rerank,
             filters=request.filters,
             fusion=request.fusion,
+            collapse=request.collapse,
             executor=self._pool,
         )
         data = multi_answer_to_json(answer)
@@ -355,6 +362,7 @@ class Agent:
                 sources=_texts(filters, "sources"),
             ),
             fusion=fusion,
+            collapse=_bool(args, "collapse", True),
         )
 
     def _remember(self, args: Mapping[str, Any], scope: Scope) -> ToolAnswer:
@@ -449,6 +457,7 @@ def _answer_text(answer: MultiAnswer, data: dict[str, Any]) -> str:
         if c.headings:
             lines.append(f"   {' > '.join(c.headings)}")
         lines.append(f"   {c.snippet}")
+        lines += [f"   also in {p.citation.source}/{p.citation.document}" for p in result.also_in]
         lines.append(f"   score {item['score']}" + (f" · {item['uri']}" if "uri" in item else ""))
     return "\n".join(lines)
 

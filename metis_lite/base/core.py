@@ -15,15 +15,15 @@ import threading
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
+from metis_lite.base import sources
 from metis_lite.base.guards import Guards, guarding, usable, writes
 from metis_lite.base.models import BaseModels, SearchCount, new_embedder, prefixes
 from metis_lite.base.status import BaseStatus, LanguageCache, index_warnings, vector_warnings
-from metis_lite.copies import publish
 from metis_lite.errors import BaseDamaged, InvalidRequest
-from metis_lite.indexing import ingest
 from metis_lite.models import registry
 from metis_lite.models.base import Embedder, Reranker
 from metis_lite.records import Answer, Filters, MetisWarning, SourceInfo
@@ -36,6 +36,10 @@ from metis_lite.store import IndexerLock, Store
 from metis_lite.store.pool import StorePool, ThreadStore
 from metis_lite.store.spec import DEFAULT_SPEC, BaseSpec, parse_spec, spec_changes
 from metis_lite.text import languages
+
+if TYPE_CHECKING:  # imported where needed: a search runs no index (~70 ms), reads no copy
+    from metis_lite.copies import publish
+    from metis_lite.indexing import ingest
 
 __all__ = ["DEFAULT_SPEC", "Base", "BaseStatus", "SourceInfo"]
 
@@ -62,7 +66,7 @@ class Base(Guards):
         read_only: bool = False,
     ) -> None:
         self.path = Path(path)
-        self.workers = ingest.check_workers(workers)
+        self.workers = _checked_workers(workers)
         """Cores its indexing (parse processes) and its embedded models (threads) use; None:
         every core the process may run on."""
         self.created = create and not self.path.exists()
@@ -98,6 +102,7 @@ class Base(Guards):
         self._models = BaseModels(self.workers)
         self._vectors = VectorIndex(self._spec_of(first).model_label)
         self._words = WordIndex(self._words_connection)  # its thread's own connection
+        self._searched = False  # the first search goes by FTS5 alone (bm25.py says why)
         self._counts = SearchCount()
         self._languages = LanguageCache()
 
@@ -131,12 +136,18 @@ class Base(Guards):
             return [Store(self.path, create=create)]
         if create:
             raise InvalidRequest("a read-only base is never created: name one that exists")
+        from metis_lite.copies import publish
+
         self.copy, stores = publish.open_copy(self.path, CONNECTIONS + 1)
         return stores
 
     def _connect(self) -> Store:
         """A new connection; a read-only Base's only to the file it opened (publish.reopen)."""
-        return Store(self.path) if self.copy is None else publish.reopen(self.copy)
+        if self.copy is None:
+            return Store(self.path)
+        from metis_lite.copies import publish
+
+        return publish.reopen(self.copy)
 
     def _words_connection(self) -> Store:
         store, self._words_store = self._words_store, None
@@ -277,40 +288,20 @@ class Base(Guards):
         name: str | None = None,
         excludes: Sequence[str] | None = None,
         no_ignore: bool | None = None,
+        ocr_languages: str | None = None,
     ) -> str:
         """Add a folder, or one file, as a source (named after the folder, or the file's name
         without its suffix, unless named); returns its name. A path that is a source already
         keeps its name; one inside a source, or holding one, is refused (SOURCE_OVERLAP,
         naming both): no file is indexed twice. A folder's rules (docs/indexing.md): its
         `excludes` (gitignore patterns) and `no_ignore` (its ignore files not read), when
-        given, replace what it had; else it keeps them (none, for a new source)."""
-        path = Path(folder).expanduser().resolve()
-        kind = ingest.source_kind(path, folder)
-        patterns = None if excludes is None else ingest.check_excludes(excludes)
-        if kind == "file" and (patterns or no_ignore):
-            raise InvalidRequest(
-                f"{folder} is a file: --exclude and --no-ignore are a folder's rules (name the "
-                "file in a command of its own)"
-            )
-        try:
-            str(path).encode("utf-8")
-        except UnicodeEncodeError:
-            raise InvalidRequest(f"{folder!r}: a source's path must be valid UTF-8") from None
+        given, replace what it had; else it keeps them (none, for a new source); so do its
+        `ocr_languages` (`eng+deu`: Tesseract's packs; "": the default, the packs installed)."""
+        path, kind, patterns = sources.checked(folder, excludes, no_ignore)
         with self._pool.borrow() as store:
-            known = {n: p for _, n, p in store.sources()}
-            same = [existing for existing, at in known.items() if at == str(path)]
-            if same:
-                name = same[0]
-            else:
-                name = name or (path.stem if kind == "file" else path.name) or "root"
-                if name.startswith("metis-"):
-                    raise InvalidRequest(
-                        "source names starting with metis- are reserved for a base's notes"
-                    )
-                base_name, n = name, 2
-                while name in known:
-                    name, n = f"{base_name}-{n}", n + 1
-            store.add_source(name, str(path), kind=kind, excludes=patterns, no_ignore=no_ignore)
+            name = sources.name_for({n: p for _, n, p in store.sources()}, path, kind, name)
+            add = partial(store.add_source, excludes=patterns, no_ignore=no_ignore)
+            add(name, str(path), kind=kind, ocr_languages=ocr_languages)
         return name
 
     @usable
@@ -337,15 +328,19 @@ class Base(Guards):
         reembed: bool = False,
         progress: ingest.Progress | None = None,
         workers: int | None = None,
+        stop: threading.Event | None = None,
     ) -> ingest.IndexReport:
         """Index every source again (only what changed), each document searchable by words
         once written, and embed chunks lacking a vector alongside (ingest.index does the run
         and its report). `workers`: cores the run uses (parse processes, and the embedded
-        model's threads), by default the Base's `workers`.
+        model's threads), by default the Base's `workers`. `stop`, once set (a signal handler,
+        another thread), ends the run between two transactions: its report says `interrupted`.
 
         Refused with BASE_BUSY while another process indexes this base. Runs on its own
         connection, so searches on this Base see only whole documents meanwhile.
         """
+        from metis_lite.indexing import ingest
+
         workers = ingest.check_workers(workers)
         own: list[Embedder] = []
         with IndexerLock(self.path), self._pool.borrow() as writer:
@@ -366,6 +361,7 @@ class Base(Guards):
                     reembed=reembed,
                     progress=progress,
                     workers=self.workers if workers is None else workers,
+                    stop=stop,
                 )
             finally:
                 for model in own:
@@ -374,6 +370,8 @@ class Base(Guards):
     def _embed_missing(self, writer: Store) -> None:
         """Give a vector to every chunk lacking one; a model that is down leaves them waiting."""
         spec = parse_spec(writer.spec(), where=str(self.path))
+        from metis_lite.indexing import ingest
+
         _, dimension, _ = ingest.embed_missing(
             writer,
             lambda: self._embedder_of(spec),
@@ -430,9 +428,12 @@ class Base(Guards):
         rerank: bool = True,
         filters: Filters | None = None,
         fusion: str | None = None,
+        collapse: bool = True,
     ) -> Answer:
         """Answer a question (search.py's steps); `fusion` ("relative" or "rrf") overrides the
-        base's `spec.fusion` for this search. Every read of one search is of one snapshot of
+        base's `spec.fusion` for this search; `collapse`: one result per text (a passage nearly
+        the same as one ranked before it is in that result's `also_in`), False: every passage
+        a result of its own. Every read of one search is of one snapshot of
         the base, on one connection borrowed from the pool."""
         if not isinstance(question, str):
             raise InvalidRequest("the question must be text")
@@ -445,6 +446,7 @@ class Base(Guards):
                 rerank=rerank,
                 filters=filters or Filters(),
                 fusion=fusion,
+                collapse=collapse,
             )
 
     @contextmanager
@@ -455,10 +457,11 @@ class Base(Guards):
         with guarding(self), self._pool.borrow() as store:
             with store.snapshot():
                 spec = self._spec_of(store)
+                searched, self._searched = self._searched, True
                 yield SearchContext(
                     store=store,
                     vectors=self._vectors,
-                    words=self._words,
+                    words=self._words if searched else None,
                     embedder=lambda: self._embedder_of(spec),
                     check_embedder=lambda: self._models.check_embedder(spec),
                     reranker=lambda: self._reranker_of(spec),
@@ -521,6 +524,7 @@ class Base(Guards):
                         store,
                         lambda: self._models.check_embedder(spec),
                         indexing=indexing,
+                        interrupted=last is not None and last["state"] == "interrupted",
                     ),
                 ),
             )
@@ -539,6 +543,8 @@ class Base(Guards):
     def served_copy(self) -> publish.Copy:
         """Which file this Base serves and the last indexing run it holds: a read-only Base's
         as it opened it, another's as its path is now."""
+        from metis_lite.copies import publish
+
         with self._pool.borrow() as store, store.snapshot():
             copy = self.copy
             if copy is None:
@@ -583,3 +589,12 @@ class Base(Guards):
 
     def _language_warning(self, store: Store, spec: BaseSpec) -> MetisWarning | None:
         return self._languages.warning(store, spec)
+
+
+def _checked_workers(workers: int | None) -> int | None:
+    """ingest.check_workers, ingest imported only when workers are named (a search's ~70 ms)."""
+    if workers is None:
+        return None
+    from metis_lite.indexing import ingest
+
+    return ingest.check_workers(workers)

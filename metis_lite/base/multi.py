@@ -80,13 +80,15 @@ def search_bases(
     rerank: bool = True,
     filters: Filters = Filters(),
     fusion: str | None = None,
+    collapse: bool = True,
     executor: Executor | None = None,
 ) -> MultiAnswer:
     """Ask every base the question and rank their passages together (see the module).
 
     `bases` is a sequence (each named by `Base.name`) or a mapping of name to base; the names
     must differ. `fusion` ("relative" or "rrf") overrides the bases' own (`spec.fusion`, used
-    when they agree; the default when they do not). `executor` runs the bases' steps (a pool
+    when they agree; the default when they do not); `collapse`: one result per text, across
+    the bases too (Base.search). `executor` runs the bases' steps (a pool
     of SEARCH_THREADS otherwise)."""
     named = dict(bases) if isinstance(bases, Mapping) else {b.name: b for b in bases}
     if not named or len(named) != len(bases):
@@ -115,6 +117,7 @@ def search_bases(
                 rerank=rerank,
                 filters=filters,
                 fusion=fusion,
+                collapse=collapse,
                 names=names,
                 executor=executor,
                 guard=lambda i, step: _as_named(names[i], bases_of[i], step),

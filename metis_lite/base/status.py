@@ -87,15 +87,19 @@ def vector_warnings(
     check_embedder: Callable[[], None],
     *,
     indexing: bool,
+    interrupted: bool = False,
 ) -> tuple[MetisWarning, ...]:
     """CHUNKS_WITHOUT_VECTORS while chunks wait for their vectors (found by words only): being
-    embedded while a run is on, else until a run reaches the model; saying why when the
-    embedding model is not there (not installed: how to install), which `check_embedder`
-    finds out without loading it (BaseModels.check_embedder: a status stays quick)."""
+    embedded while a run is on, else until a run reaches the model (or goes on after the last
+    one was `interrupted`); saying why when the embedding model is not there (not installed:
+    how to install), which `check_embedder` finds out without loading it
+    (BaseModels.check_embedder: a status stays quick)."""
     waiting = chunks - store.chunks_with_vector(spec.model_label)
     if waiting <= 0:
         return ()
     why = "found by words only until an index run reaches the embedding model"
+    if interrupted:
+        why = "the last index run was interrupted; found by words only until the next one"
     if indexing:
         why = "an index run is on: they are being embedded, found by words meanwhile"
     try:

@@ -9,9 +9,10 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
+from metis_lite.cli import watch
 from metis_lite.cli.common import add_command, print_json, say, warn
 from metis_lite.cli.progress import PROGRESS_INTERVAL_S, IndexProgress
-from metis_lite.errors import EXIT_MODEL, InvalidRequest, MetisError, ModelError
+from metis_lite.errors import EXIT_INTERRUPTED, EXIT_MODEL, InvalidRequest, MetisError, ModelError
 from metis_lite.records import MetisWarning
 from metis_lite.settings import EMBEDDED_MODEL, EMBEDDED_MODELS, FUSIONS
 
@@ -85,6 +86,13 @@ def add_parser(commands: Any) -> None:
         dest="no_ignore",
         help="read the folder's ignore files again, after --no-ignore",
     )
+    rules.add_argument(
+        "--ocr-languages",
+        metavar="LANGS",
+        help="the languages OCR reads the scanned pages and images of the folders (or files)"
+        " named in: Tesseract's packs joined by + (eng+deu); '' for the default, the packs"
+        " installed (default: keep the source's)",
+    )
     index.add_argument(
         "--reembed",
         action="store_true",
@@ -126,6 +134,7 @@ def add_parser(commands: Any) -> None:
         help="no progress on stderr (default: a bar on a terminal, else a line every 10 s)",
     )
     index.add_argument("--json", action="store_true", help="print the report as JSON")
+    watch.add_arguments(index)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -151,6 +160,7 @@ def run(args: argparse.Namespace) -> int:
     ):
         reranker = model_spec(args, "reranker")
     check_workers(args.workers)
+    watch.check(args)
     progress = None if args.quiet else IndexProgress(str(path), interval_s=_interval())
     with Base.open(path, create=True, workers=args.workers) as base:
         base.configure(
@@ -162,7 +172,12 @@ def run(args: argparse.Namespace) -> int:
             fusion=args.fusion,
         )
         for folder in args.folders:
-            base.add_source(folder, excludes=excludes, no_ignore=args.no_ignore)
+            base.add_source(
+                folder,
+                excludes=excludes,
+                no_ignore=args.no_ignore,
+                ocr_languages=args.ocr_languages,
+            )
         if base.spec.is_memory and not args.folders and not args.json:
             warn(
                 f"{path} is a memory base: it needs no folder; add facts with "
@@ -170,8 +185,16 @@ def run(args: argparse.Namespace) -> int:
             )
         elif not base.store.sources() and not args.json:
             warn(f"{path} has no source yet: name a folder, e.g. metis-lite index {path} FOLDER")
-        with progress or nullcontext():
-            report = base.index(reembed=args.reembed, progress=progress)
+        if args.watch:  # the first run, then one a batch of changes (cli/watch.py)
+            return watch.follow(base, path, args, progress)
+        interrupts = getattr(args, "interrupts", None)  # main's: Ctrl-C stops the run tidily
+        with (
+            progress or nullcontext(),
+            interrupts.watched() if interrupts else nullcontext() as stop,
+        ):
+            report = base.index(reembed=args.reembed, progress=progress, stop=stop)
+    if report.interrupted:
+        return _interrupted(args, path, report, interrupts)
     # Documents are indexed either way; chunks the embedding model did not answer for wait for
     # their vectors (found by words meanwhile), and the exit code says so: 3, not 0.
     code = EXIT_MODEL if report.without_vector and model_failed(report.warnings) else 0
@@ -192,6 +215,20 @@ def run(args: argparse.Namespace) -> int:
     return code
 
 
+def _interrupted(args: argparse.Namespace, path: Path, report: Any, interrupts: Any) -> int:
+    """A run stopped by Ctrl-C or SIGTERM: its report (--json) and one line; 130 or 143."""
+    from metis_lite.service.serialize import report_to_json
+
+    if args.json:
+        print_json(report_to_json(report))
+    to_embed = report.embedded + report.without_vector
+    warn(
+        f"interrupted: {report.embedded:,} of {to_embed:,} chunks embedded — run "
+        f"`metis-lite index {path}` to go on"
+    )
+    return interrupts.exit_code if interrupts else EXIT_INTERRUPTED
+
+
 def _excludes(args: argparse.Namespace) -> tuple[str, ...] | None:
     """The patterns the folders named get (None: each keeps its own); INVALID_REQUEST for
     rules given with no folder to keep them, or --exclude with --no-exclude."""
@@ -207,6 +244,11 @@ def _excludes(args: argparse.Namespace) -> tuple[str, ...] | None:
         raise InvalidRequest(
             "--exclude, --no-exclude, --no-ignore and --ignore-files set the rules of the folders"
             " named: name the folder (metis-lite index BASE FOLDER --exclude PATTERN)"
+        )
+    if args.ocr_languages is not None and not args.folders:
+        raise InvalidRequest(
+            "--ocr-languages sets the languages of the folders (or files) named: name them "
+            "(metis-lite index BASE FOLDER --ocr-languages eng+deu)"
         )
     if args.no_exclude:
         return ()

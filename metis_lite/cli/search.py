@@ -66,13 +66,18 @@ def add_parser(commands: Any) -> None:
         " rrf (reciprocal-rank fusion); default: the base's spec.fusion, else relative",
     )
     search.add_argument(
+        "--all-copies",
+        action="store_true",
+        help="every passage a result of its own, even one nearly the same as a result before it"
+        " (default: one result per text, the other places listed as 'also in')",
+    )
+    search.add_argument(
         "--json", action="store_true", help="print exactly what the HTTP API answers"
     )
 
 
 def run(args: argparse.Namespace) -> int:
     from metis_lite.base.core import Base
-    from metis_lite.service.serialize import answer_to_json
 
     filters = Filters(
         path_prefix=args.prefix, kinds=tuple(args.kind or ()), sources=tuple(args.source or ())
@@ -85,8 +90,11 @@ def run(args: argparse.Namespace) -> int:
             rerank=not args.no_rerank,
             filters=filters,
             fusion=args.fusion,
+            collapse=not args.all_copies,
         )
     if args.json:
+        from metis_lite.service.serialize import answer_to_json
+
         print_json(answer_to_json(answer))
         return 0
     for warning in answer.warnings:
@@ -99,6 +107,8 @@ def run(args: argparse.Namespace) -> int:
         if c.headings:
             say(f"   {' > '.join(c.headings)}")
         say(f"   {c.snippet}")
+        for place in result.also_in:
+            say(f"   also in {citation_text(place.citation)}")
         say(f"   {score_line(result.scores, answer.mode)}")
     warn(summary_line(answer))
     return 0

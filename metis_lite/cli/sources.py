@@ -96,6 +96,8 @@ def _rules(source: SourceInfo) -> str:
         said += " · excludes " + " ".join(repr(p) for p in source.excludes)
     if source.no_ignore:
         said += " · ignore files not read (--no-ignore)"
+    if source.ocr_languages:
+        said += f" · OCR in {source.ocr_languages}"
     return said
 
 

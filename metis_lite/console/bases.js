@@ -5,7 +5,7 @@
 import { api } from "./api.js";
 import { $, el, moment, plural } from "./dom.js";
 
-const KINDS = ["md", "txt", "html", "pdf", "docx", "epub", "odt", "pptx"];
+const KINDS = ["md", "txt", "html", "pdf", "docx", "epub", "odt", "pptx", "image"];
 const DAYS_SHOWN = 14;
 const DAY_MS = 86400000;
 

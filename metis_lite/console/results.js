@@ -137,8 +137,8 @@ function tookList(answer) {
   );
 }
 
-/** Source/document (a link to it at its page or line), kind, page or line, the base when
- * several are asked; the headings. */
+/** Source/document (a link to it at its page or line), kind, page or line, "OCR" when its
+ * text was read from an image, the base when several are asked; the headings. */
 export function citationNodes(result, multiBase, baseName) {
   const c = result.citation;
   const place = where(c);
@@ -149,12 +149,33 @@ export function citationNodes(result, multiBase, baseName) {
     multiBase && result.base ? el("span", { className: "badge" }, result.base) : null,
     documentLink(result.base || baseName, c, label, result.text) || el("span", { className: "doc" }, label),
     el("span", { className: "kind" }, c.kind),
-    place ? el("span", { className: "place" }, place) : null
+    place ? el("span", { className: "place" }, place) : null,
+    c.ocr ? el("span", { className: "ocr", attrs: { title: "read from an image of the page by OCR" } }, "OCR") : null
   );
   const headings = (c.headings || []).length
     ? el("ol", { className: "crumbs", attrs: { "aria-label": "Headings" } }, c.headings.map((h) => el("li", {}, h)))
     : null;
   return [origin, headings];
+}
+
+/** The other places of the result's text (one result per text): each a link to its document
+ * at its page or line, with its base when several are asked. */
+export function alsoIn(result, multiBase, baseName) {
+  const places = result.also_in || [];
+  if (!places.length) return null;
+  return el(
+    "p",
+    { className: "also-in" },
+    "Also in ",
+    places.flatMap((p, i) => {
+      const c = p.citation;
+      const label = `${c.source}/${c.document}` + (where(c) ? ` (${where(c)})` : "");
+      const base = p.base || result.base || baseName;
+      const link = documentLink(base, c, label, "") || el("span", { className: "doc" }, label);
+      const named = multiBase && p.base ? [el("span", { className: "badge" }, p.base), " ", link] : [link];
+      return i ? [", ", ...named] : named;
+    })
+  );
 }
 
 function resultItem(result, n, multiBase, baseName, mode) {
@@ -173,6 +194,7 @@ function resultItem(result, n, multiBase, baseName, mode) {
         el("h2", { className: "result-title" }, title)
       ),
       citationNodes(result, multiBase, baseName),
+      alsoIn(result, multiBase, baseName),
       el("p", { className: "text" }, highlighted(result.citation.snippet || result.text, words)),
       el(
         "details",

@@ -286,8 +286,14 @@ def _run_mode(base, mode, questions, per_question, grades, signals, k, rerank, p
 
 
 def _judge(answer: Answer, items_of: dict[int, frozenset[int]], grades) -> Judged:
+    """Each result holds the expected items of its chunk and of every other place of its text
+    (`also_in`: the same passage, shown once with its places)."""
+    none: frozenset[int] = frozenset()
     ranked = [
-        ((r.citation.source, r.citation.document), items_of.get(r.chunk_id, frozenset()))
+        (
+            (r.citation.source, r.citation.document),
+            none.union(*(items_of.get(p.chunk_id, none) for p in (r.place, *r.also_in))),
+        )
         for r in answer.results
     ]
     return metrics.judge(ranked, grades)

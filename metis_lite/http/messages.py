@@ -24,7 +24,7 @@ from metis_lite.settings import TOP_K, TOP_K_MAX
 
 Mode = Literal["hybrid", "dense", "keyword"]
 Fusion = Literal["relative", "rrf"]
-Kind = Literal["md", "txt", "html", "pdf", "docx", "epub", "odt", "pptx", "note"]
+Kind = Literal["md", "txt", "html", "pdf", "docx", "epub", "odt", "pptx", "image", "note"]
 TopK = Annotated[int, msgspec.Meta(ge=1, le=TOP_K_MAX)]
 FactId = Annotated[int, msgspec.Meta(ge=1, le=2**63 - 1)]
 """A fact's id: SQLite's rowid range (a larger number is a 400, not an overflow)."""
@@ -51,6 +51,7 @@ class SearchBody(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     rerank: bool = True
     filters: FiltersBody = FiltersBody()
     fusion: Fusion | msgspec.UnsetType = msgspec.UNSET
+    collapse: bool = True
 
     def request(self) -> SearchRequest:
         return SearchRequest(
@@ -60,6 +61,7 @@ class SearchBody(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
             self.rerank,
             self.filters.filters(),
             fusion=None if self.fusion is msgspec.UNSET else self.fusion,
+            collapse=self.collapse,
         )
 
 
@@ -71,6 +73,7 @@ class SearchBasesBody(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     rerank: bool = True
     filters: FiltersBody = FiltersBody()
     fusion: Fusion | msgspec.UnsetType = msgspec.UNSET
+    collapse: bool = True
 
     def __post_init__(self) -> None:
         if len(set(self.bases)) != len(self.bases):
@@ -85,6 +88,7 @@ class SearchBasesBody(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
             self.filters.filters(),
             self.bases,
             fusion=None if self.fusion is msgspec.UNSET else self.fusion,
+            collapse=self.collapse,
         )
 
 

@@ -159,8 +159,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--poll",
         type=float,
         metavar="SECONDS",
-        help=f"index each base's sources again this often, 0 to {POLL_MAX_S:g} "
-        f"(default {POLL_S:g}; 0: only when asked)",
+        help=f"index each base's sources again this often, besides as they change, 0 to "
+        f"{POLL_MAX_S:g} (default {POLL_S:g}; 0: only when asked)",
     )
     parser.add_argument(
         "--read-only",

@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+import threading
 import time
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
@@ -37,18 +38,13 @@ from functools import partial
 from pathlib import Path
 
 from metis_lite.errors import InvalidRequest, ModelError
+from metis_lite.indexing import workers as parse_workers
 from metis_lite.indexing.ignore import check_excludes
+from metis_lite.indexing.ocr_run import OcrRun
 from metis_lite.indexing.parse_pool import Parsed, ParseJob, ParsePool
-from metis_lite.indexing.pipeline import Embedding, Pipeline, Progress
+from metis_lite.indexing.pipeline import Embedding, Interrupted, Pipeline, Progress
 from metis_lite.indexing.site_titles import SiteTitles
-from metis_lite.indexing.walk import (
-    Skip,
-    SourceFile,
-    file_gone,
-    source_kind,
-    walk,
-    walk_file,
-)
+from metis_lite.indexing.walk import Skip, SourceFile, file_gone, source_kind, walk, walk_file
 from metis_lite.models.base import Embedder
 from metis_lite.models.batching import allowed_cores
 from metis_lite.records import MetisWarning
@@ -79,29 +75,6 @@ NO_DOCUMENTS = "NO_DOCUMENTS"
 PARSE_WORKERS_UNAVAILABLE = "PARSE_WORKERS_UNAVAILABLE"
 """The warning of a run whose worker processes could not start: it parsed in this process."""
 
-POOL_MIN_SECONDS = 1.0
-"""A run starts worker processes only for two or more new or changed files (by size and time)
-that this process would take at least this long to parse, chunk and find the words of
-(PARSE_BYTES_PER_S): a worker costs ~0.3 s of a core to start (Python and the parsers
-imported), so below this one process is as fast or faster (a few documents changed since the
-last run, the service's periodic passes)."""
-
-PARSE_BYTES_PER_S = {
-    "html": 24e6,
-    "txt": 25e6,
-    "md": 10e6,
-    "pdf": 3e6,
-    "docx": 2e6,
-    "epub": 2e6,
-    "odt": 2e6,
-    "pptx": 2e6,
-}
-"""Bytes of a kind one core parses, chunks and finds the words of in a second, measured with
-parse_pool.parse_chunks (CPU time) on Python's HTML documentation and its reST sources, this
-repository's Markdown, texlive's PDFs (PDFium: docs/parsing.md) and the example handbook's
-.docx (EPUB, ODT and PPTX, zips of XML like it, are counted as DOCX); only the order of
-magnitude matters here."""
-
 WORKERS_MAX = 256
 """The most workers a run may be asked for: more than the cores of any machine a base is
 built for (a run starts no more parse processes than it has files to parse, either)."""
@@ -124,6 +97,8 @@ class IndexReport:
     words_seconds: float = 0.0
     """Seconds from the run's start until every file it read was written, chunks and words:
     searchable by words from then on (vectors may still be arriving)."""
+    interrupted: bool = False
+    """Stopped (`stop`) between two transactions: `embedded` of `embedded + without_vector`."""
 
 
 @dataclass
@@ -136,6 +111,7 @@ class _Tally:
     unchanged: int = 0
     skipped: list[Skip] = field(default_factory=list)
     warnings: list[MetisWarning] = field(default_factory=list)
+    ocr: OcrRun = field(default_factory=OcrRun)
 
     def counts(self) -> dict[str, int]:
         """The counts `runs` records of the run."""
@@ -169,14 +145,17 @@ def index(
     reembed: bool = False,
     progress: Progress | None = None,
     workers: int | None = None,
+    stop: threading.Event | None = None,
 ) -> IndexReport:
     """One indexing run on `store` (a writer connection; the caller holds the IndexerLock):
     bring every folder source's documents up to date, and give the chunks lacking a vector
     theirs (alongside, or after the words: see the module). `workers`: processes that parse,
-    by default one per core this process may run on (models.batching.allowed_cores).
+    by default one per core this process may run on (models.batching.allowed_cores); `stop`,
+    once set, ends it at its next point between transactions (pipeline.py), `interrupted`.
 
     The run is recorded in `runs`, its counts with each transaction of documents (status says
-    them while it goes on), failed when it raised. A words index built by older word
+    them while it goes on): interrupted when stopped (or by a KeyboardInterrupt, raised on),
+    failed when it raised. A words index built by older word
     rules is first built again by today's (Store.rebuild_words); documents cut by older
     chunking rules are read and cut again, changed or not, and keep the vectors of the chunks
     whose text is unchanged (Store.replace_document), and once every source was read the base
@@ -189,11 +168,14 @@ def index(
     pipe: Pipeline | None = None
     pool_size = 1
     state = "failed"
+    counted = False  # the tally is what was committed: the run stopped between transactions
     try:
         if store.words_outdated:
             store.rebuild_words()
         store.drop_vectors(except_model=None if reembed else spec.model_label)
         sources = _list_sources(store, tally)
+        if stop is not None and stop.is_set():  # asked while the folders were walked
+            raise Interrupted
         listed = {source.id for source in sources}
         every_source = not any(  # each source with documents is read: none is left as it was
             store.documents_of(i) for i, _, path in store.sources() if path and i not in listed
@@ -209,6 +191,7 @@ def index(
             batch=EMBED_BATCH,
             progress=progress,
             alongside=spec.embedding.get("provider", "embedded") != "embedded",
+            stop=stop,
         )
         pool_size = _pool_size(sources, allowed_cores() if workers is None else workers)
         with ParsePool(pool_size) as pool:
@@ -234,6 +217,7 @@ def index(
             pipe.finish_words()
         if pool.fallback is not None:
             tally.warnings.append(MetisWarning(PARSE_WORKERS_UNAVAILABLE, pool.fallback))
+        tally.warnings += tally.ocr.warnings()
         pipe.finish_vectors()  # the workers have ended: their cores are the embedding's now
         if embedding.failure is not None:
             tally.warnings.append(_waiting_warning(embedding.failure, embedding.waiting()))
@@ -241,12 +225,17 @@ def index(
             store.set_spec({"dimension": embedding.dimension})
         if every_source and store.chunk_rules < chunking.RULES_VERSION:
             store.set_chunk_rules(chunking.RULES_VERSION)
-        state = "done"
+        state, counted = "done", True
+    except Interrupted:
+        state, counted = "interrupted", True
+    except KeyboardInterrupt:
+        state = "interrupted"  # Ctrl-C where nothing set `stop` (at any point): raised on
+        raise
     finally:
         if embedding is not None:
             embedding.close()
         embedded = embedding.written if embedding is not None else 0
-        counts = {**tally.counts(), "embedded": embedded} if state == "done" else {}
+        counts = {**tally.counts(), "embedded": embedded} if counted else {}
         store.finish_run(run, state=state, **counts)  # else the counts as recorded so far
     chunks = store.counts()["chunks"]
     return IndexReport(
@@ -262,6 +251,7 @@ def index(
         warnings=tuple(tally.warnings),
         workers=pool_size,
         words_seconds=round(pipe.words_seconds or 0.0, 3) if pipe is not None else 0.0,
+        interrupted=state == "interrupted",
     )
 
 
@@ -376,11 +366,10 @@ def _cut_again(source: _Source) -> _Source:
 def _pool_size(sources: Sequence[_Source], workers: int) -> int:
     """Worker processes for a run: as many as asked, no more than the files that look new or
     changed (by size and time, as stat says now: the run checks each file again as it reads
-    it), and none (1: this process) for little to parse (POOL_MIN_SECONDS)."""
+    it), and none (1: this process) for little to parse (workers.py)."""
     if workers <= 1:
         return 1
-    files = 0
-    seconds = 0.0
+    changed = []
     for source in sources:
         for file in source.files:
             stored = source.stored.get(file.name)
@@ -389,11 +378,8 @@ def _pool_size(sources: Sequence[_Source], workers: int) -> int:
             except OSError:
                 continue  # skipped when read
             if stored is None or (stored.size, stored.mtime) != (now.st_size, now.st_mtime):
-                files += 1
-                seconds += now.st_size / PARSE_BYTES_PER_S[file.kind]
-    if files < 2 or seconds < POOL_MIN_SECONDS:
-        return 1
-    return min(workers, files)
+                changed.append((now.st_size, file.kind))
+    return parse_workers.pool_size(changed, workers)
 
 
 def _index_source(
@@ -411,6 +397,7 @@ def _index_source(
     find the chunks' words too, by these rules (None: FTS5 does, as the writer writes)."""
     present: set[str] = set()
     site = SiteTitles(source.files, source.root)  # the suffix its HTML pages' titles share
+    ocr = tally.ocr.languages(store, source.id, source.name)  # its scans' languages
     for file in source.files:
         label = f"{source.name}/{file.name}"
         stored = source.stored.get(file.name)
@@ -426,7 +413,9 @@ def _index_source(
             continue
         data, digest, before = read
         pipe.read(
-            ParseJob(file.name, file.kind, data, chunk_size, words_version, site.suffix(file.kind)),
+            ParseJob(
+                file.name, file.kind, data, chunk_size, words_version, site.suffix(file.kind), ocr
+            ),
             partial(_write, store, source.id, file, digest, before, stored, tally, label),
         )
     for name, document in source.stored.items():
@@ -526,6 +515,7 @@ def _write(
     """Write one parsed file as a document, in one transaction; returns the chunks written
     (0: it is skipped, its indexed version kept)."""
     assert parsed is not None
+    tally.ocr.note(label, parsed.refused, parsed.unread_pages, parsed.unread_why)
     if parsed.refused is not None:
         tally.skipped.append(Skip(label, parsed.refused))
         return 0

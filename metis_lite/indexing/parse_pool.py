@@ -44,6 +44,7 @@ times); the sender is this package's own worker, nothing else writes to its pipe
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pickle
 import signal
@@ -60,7 +61,7 @@ from pathlib import Path
 
 from metis_lite import parsing
 from metis_lite.errors import ParseError
-from metis_lite.parsing import pdf
+from metis_lite.parsing import ocr, pdf
 from metis_lite.parsing.pdf import PDF_DEADLINE_S
 from metis_lite.parsing.pdf_worker import PDF_MEMORY_BUDGET, PDF_MEMORY_MIN
 from metis_lite.records import Chunk
@@ -108,7 +109,7 @@ def parse_readers(workers: int) -> int:
 def parse_deadline_s(job: ParseJob) -> float:
     """How long a worker may take over `job` before it is killed and the file refused."""
     deadline = PARSE_DEADLINE_S + len(job.data) / PARSE_DEADLINE_BYTES_PER_S
-    return deadline + (PDF_DEADLINE_S if job.kind == "pdf" else 0.0)
+    return deadline + (PDF_DEADLINE_S if job.kind == "pdf" else 0.0) + ocr.deadline_s(job.kind)
 
 
 @dataclass(frozen=True)
@@ -116,7 +117,8 @@ class ParseJob:
     """One file to parse: its name inside its source (its stem titles it, its suffix is said
     in errors), its kind, its bytes, the base's chunk size; `words_version`: the word rules
     of the base's words index, to compute the chunks' words too (None: the writer does);
-    `title_suffix`: its site's title suffix, cut from its title (site_titles.py)."""
+    `title_suffix`: its site's title suffix, cut from its title (site_titles.py);
+    `ocr_languages`: the languages its scanned pages are read in by OCR ("": not read)."""
 
     name: str
     kind: str
@@ -124,6 +126,7 @@ class ParseJob:
     chunk_size: int
     words_version: int | None = None
     title_suffix: str = ""
+    ocr_languages: str = ""
 
 
 @dataclass(frozen=True)
@@ -131,12 +134,15 @@ class Parsed:
     """A file's title and chunks, or why it cannot be read (`refused`, a ParseError's
     message: the file is skipped with it and its indexed version kept). `words`: for each
     chunk, the words of its text and of its context (title and headings), joined
-    (tokenizer.joined_words), when the job asked for them."""
+    (tokenizer.joined_words), when the job asked for them. `unread_pages`, `unread_why`: its
+    scanned pages OCR did not read, and why (records.Document)."""
 
     title: str = ""
     chunks: tuple[Chunk, ...] = ()
     refused: str | None = None
     words: tuple[tuple[str, str], ...] = ()
+    unread_pages: int = 0
+    unread_why: str = ""
 
     def preset_words(self) -> dict[str, str]:
         """The chunks' words by text, as tokenizer.preset_words takes them."""
@@ -162,9 +168,8 @@ def parse_chunks(job: ParseJob) -> Parsed:
     ParseError caused by one): that is the process's limit, not the file's fault, and the
     caller says which limit (parse_here, serve)."""
     try:
-        document = parsing.parse(
-            Path(job.name), kind=job.kind, data=job.data, title_suffix=job.title_suffix
-        )
+        options = {"title_suffix": job.title_suffix, "ocr_languages": job.ocr_languages}
+        document = parsing.parse(Path(job.name), kind=job.kind, data=job.data, **options)
         chunks = chunking.chunk(document, chunk_size=job.chunk_size)
     except ParseError as exc:
         if isinstance(exc.__cause__, MemoryError):
@@ -180,7 +185,8 @@ def parse_chunks(job: ParseJob) -> Parsed:
             )
             for c in chunks
         )
-    return Parsed(document.title, tuple(chunks), words=words)
+    unread, why = document.unread_pages, document.unread_why
+    return Parsed(document.title, tuple(chunks), words=words, unread_pages=unread, unread_why=why)
 
 
 def parse_here(job: ParseJob) -> Parsed:
@@ -421,9 +427,7 @@ class _Worker:
         it died, or did not answer within `deadline_s` (then it is killed)."""
         _WATCH.start(self, deadline_s)
         try:
-            self._jobs.send_bytes(
-                pickle.dumps((job.name, job.kind, job.chunk_size, job.words_version))
-            )
+            self._jobs.send_bytes(pickle.dumps(dataclasses.replace(job, data=b"")))
             self._jobs.send_bytes(job.data)
             status, value = pickle.loads(self._results.recv_bytes())
         except (EOFError, OSError, pickle.UnpicklingError) as exc:
@@ -514,11 +518,15 @@ _WATCH = _Watch()
 
 
 def _boot(package_root: str, jobs: int, results: int, pdf_memory: int, parse_memory: int) -> str:
-    """The worker's program: import this package from where the indexer imported it (its
-    folder first on sys.path only while `metis_lite` itself is imported, so that nothing
-    installed beside it shadows the standard library), then serve, capped at `parse_memory`
-    bytes and its PDFium at `pdf_memory`."""
+    """The worker's program: ignore Ctrl-C from its first line (a terminal sends it to the
+    whole process group: the indexer ends its workers, and a worker still importing would print
+    a traceback), import this package from where the indexer imported it (its folder first on
+    sys.path only while `metis_lite` itself is imported, so that nothing installed beside it
+    shadows the standard library), then serve, capped at `parse_memory` bytes and its PDFium at
+    `pdf_memory`."""
     return (
+        "import signal\n"
+        "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
         "import sys\n"
         f"sys.path.insert(0, {package_root!r})\n"
         "try:\n"
@@ -564,7 +572,7 @@ def serve(
     while True:
         answer: tuple[str, object]
         try:
-            name, kind, chunk_size, version = pickle.loads(jobs.recv_bytes())
+            job = pickle.loads(jobs.recv_bytes())
             data = jobs.recv_bytes()
         except EOFError:
             return
@@ -573,7 +581,7 @@ def serve(
             answer = ("spent", Parsed(refused=out_of_memory(parse_memory)))
         else:
             try:
-                answer = ("parsed", parse_chunks(ParseJob(name, kind, data, chunk_size, version)))
+                answer = ("parsed", parse_chunks(dataclasses.replace(job, data=data)))
             except MemoryError:
                 answer = ("spent", Parsed(refused=out_of_memory(parse_memory)))
             except Exception:

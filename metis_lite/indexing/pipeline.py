@@ -16,7 +16,11 @@ the same chunk ids, and so the same base, whatever the number of workers.
 
 A kill at any moment leaves every document whole or absent (each is one transaction) and
 every written vector whole; what it had not reached, the next run does: a file not written
-is still new or changed, a chunk without a vector still lacks one.
+is still new or changed, a chunk without a vector still lacks one. A run asked to stop (its
+`stop` event: Ctrl-C, SIGTERM, a service closing) stops the same way, sooner and tidier: at its
+next point between transactions it hands out no more batches, drops the one in flight (its
+chunks wait for the next run, as a killed run's do) and raises Interrupted; every wait of the
+run looks at `stop` every STOP_POLL_S, so a batch that takes minutes does not hold it.
 """
 
 from __future__ import annotations
@@ -63,6 +67,15 @@ EMBED_AHEAD = 2
 """Batches handed to the embedding thread at once: the next one starts as soon as the last
 one is answered, while the writer stores it."""
 
+STOP_POLL_S = 0.1
+"""How often a run waiting for a parse or a batch looks whether it was asked to stop: a stop
+is seen within this, well inside the second a Ctrl-C may take, at ten wake-ups a second."""
+
+
+class Interrupted(Exception):
+    """The run was asked to stop (its `stop` event was set): raised between transactions, so
+    everything written is whole; ingest records the run as interrupted."""
+
 
 @dataclass
 class _Entry:
@@ -94,9 +107,11 @@ class Embedding:
         batch: int,
         progress: Progress | None = None,
         alongside: bool = True,
+        stop: threading.Event | None = None,
     ) -> None:
         self.store = store
         self.alongside = alongside
+        self.stop = stop or threading.Event()  # set: the run stops (Interrupted)
         self.model = model
         self.dimension = dimension
         self.written = 0
@@ -126,7 +141,7 @@ class Embedding:
         whole batches while the words pass writes more chunks, the last part one after. It
         queries the base only when chunks were written since it last found none (a run over
         an unchanged folder asks once, not once a file)."""
-        if not (self.alongside or self.words_done):
+        if not (self.alongside or self.words_done) or self.stop.is_set():
             return
         while self._more and self.failure is None and len(self._inflight) < EMBED_AHEAD:
             with self.store.snapshot():
@@ -175,12 +190,24 @@ class Embedding:
         """Embed until no chunk lacks a vector (or the model failed)."""
         self.words_done = self._more = True
         while True:
+            self.check()
             self.feed()
             answer = self.next_answer
             if answer is None:
                 return
-            wait([answer])
+            self.wait([answer])
             self.collect()
+
+    def check(self) -> None:
+        """Interrupted when the run was asked to stop."""
+        if self.stop.is_set():
+            raise Interrupted
+
+    def wait(self, pending: list[Future[Any]]) -> None:
+        """Wait until one of `pending` is done; Interrupted as soon as the run is asked to
+        stop (seen within STOP_POLL_S)."""
+        while not wait(pending, timeout=STOP_POLL_S, return_when=FIRST_COMPLETED).done:
+            self.check()
 
     def waiting(self) -> int:
         """Chunks of the base without a vector of the model, now."""
@@ -276,14 +303,15 @@ class Pipeline:
 
     def _advance(self, *, block: bool) -> None:
         """Write the files at the head of the queue whose parse is done and the vectors
-        answered; with `block`, first wait until one of them is ready."""
+        answered; with `block`, first wait until one of them is ready. Interrupted when the
+        run was asked to stop: before it writes, or between two transactions."""
+        self.embedding.check()
         self.embedding.feed()
         if block and self._queue and not self._head_ready():
             pending: list[Future[Any]] = [
                 f for f in (self._queue[0].parse, self.embedding.next_answer) if f is not None
             ]
-            if not any(f.done() for f in pending):
-                wait(pending, return_when=FIRST_COMPLETED)
+            self.embedding.wait(pending)
         self.embedding.collect()
         while self._head_ready():
             group = self._ready_group()
@@ -298,6 +326,7 @@ class Pipeline:
                         self._progress("chunks", self.chunks_written, 0)
                 if self._progress:
                     self._progress("files", self.files_done, self.files)
+            self.embedding.check()
             self.embedding.feed()
             self.embedding.collect()
 

@@ -110,8 +110,11 @@ class BatchRunner:
         return head(hidden, np.zeros(1, np.int64))
 
     def close(self) -> None:
+        """Let the threads go. A call still running (a batch an interrupted index run
+        dropped) is not waited for: its sub-batches not begun are cancelled (it raises
+        CancelledError), and those begun end by themselves."""
         if self._pool is not None:
-            self._pool.shutdown(wait=True)
+            self._pool.shutdown(wait=False, cancel_futures=True)
 
     def _one(
         self,

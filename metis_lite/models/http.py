@@ -67,6 +67,7 @@ from metis_lite.models.http_answers import (
     field_of,
     kind_of,
     matrix_of,
+    provider_name,
 )
 from metis_lite.models.http_pool import ServerPool
 
@@ -492,15 +493,6 @@ class CohereReranker(_HttpReranker):
 
     def _results(self, answer: Any, target: str) -> list[Any]:
         return field_of(answer, "results", list, target)
-
-
-def provider_name(protocol: str, url: str, model: str | None) -> str:
-    """The name a provider records on what it makes: the model's name, else "protocol@url".
-
-    The model's name alone identifies the vector space, whichever server or transport serves it;
-    a TEI server needs no model name, and then its url is the only stable thing to record.
-    """
-    return model if model else f"{protocol}@{url.rstrip('/')}"
 
 
 def _read_key(env_name: str | None) -> str | None:

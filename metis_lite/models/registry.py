@@ -56,13 +56,15 @@ import sys
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from importlib import metadata
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from metis_lite.errors import InvalidRequest, MetisError, ModelError
-from metis_lite.models import http
 from metis_lite.models.base import KINDS, Embedder, Kind, Making, Provider, Reranker, Url
+from metis_lite.models.http_answers import check_url
 from metis_lite.models.providers import BUILT_IN, SEVERAL_URLS, URLS
+
+if TYPE_CHECKING:  # read when plugins are looked for (~15 ms to import)
+    from importlib import metadata
 
 GROUP = "metis_lite.providers"
 """The entry-point group a plugin's distribution names its providers in."""
@@ -179,6 +181,8 @@ class _Registry:
         key = tuple(sys.path)
         scanned = self._scanned
         if scanned is None or scanned[0] != key:
+            from importlib import metadata
+
             found: dict[str, list[metadata.EntryPoint]] = {}
             for point in metadata.entry_points(group=GROUP):
                 found.setdefault(point.name, []).append(point)
@@ -369,7 +373,7 @@ def check_urls(embedding: Mapping[str, Any], reranker: Mapping[str, Any] | None)
             if not isinstance(one, str):
                 continue
             try:
-                http.check_url(one, what=f"the {what} url")
+                check_url(one, what=f"the {what} url")
             except InvalidRequest as exc:
                 message = f"{exc.message}; give it another with index --{what}-url URL"
                 raise InvalidRequest(message) from None
@@ -412,9 +416,9 @@ def _checked(spec: Any, what: Kind, *, urls: bool = False) -> tuple[Provider, di
         for key, kind in provider.options.items():
             if kind is Url and key in options:
                 said = f"the {what} url" if key == "url" else f"the {what} spec's {key}"
-                http.check_url(options[key], what=said)
+                check_url(options[key], what=said)
         for url in options.get(URLS, ()):
-            http.check_url(url, what=f"the {what} url")
+            check_url(url, what=f"the {what} url")
     return provider, options
 
 

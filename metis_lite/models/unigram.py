@@ -115,6 +115,47 @@ def _stand_ins_resolved(piece: str) -> str | None:
     return "".join(out)
 
 
+ORDINARY = UNK_ID + 1
+"""The first ordinary piece's id (the last, <mask>, is no ordinary piece either)."""
+
+
+class PieceTable:
+    """The ordinary pieces sorted, as one NumPy string array, with their ids: a word's pieces
+    are found by a binary search of its substrings, with no 250,000-entry dict to build in each
+    process (~0.15 s); made once and memory-mapped from the cache folder (weights_cache.py)."""
+
+    def __init__(self, pieces: np.ndarray, ids: np.ndarray) -> None:
+        self.pieces = pieces  # str_, sorted
+        self.ids = ids
+        self.longest = pieces.dtype.itemsize // 4  # str_ holds 4 bytes a character
+
+    @classmethod
+    def of(cls, pieces: Sequence[str]) -> PieceTable:
+        """The table of every piece by id (the ordinary ones are kept)."""
+        ordinary = np.array(pieces[ORDINARY : len(pieces) - 1])
+        order = np.argsort(ordinary, kind="stable")
+        ordered = ordinary[order]
+        last = np.append(ordered[1:] != ordered[:-1], True)  # a piece twice: its last id, as a dict
+        return cls(ordered[last], (order[last] + ORDINARY).astype(np.int32))
+
+    def found_in(self, word: str) -> dict[str, int]:
+        """The pieces that occur in `word`, with their ids, in the order UnigramTokenizer
+        finds them (by start, then length). A NumPy string ends at its first NUL, and no piece
+        holds one: a substring that does is never a piece."""
+        n, longest = len(word), self.longest
+        candidates = [word[i:j] for i in range(n) for j in range(i + 1, min(n, i + longest) + 1)]
+        candidates = [c for c in candidates if "\x00" not in c]
+        if not candidates:
+            return {}
+        at = np.minimum(np.searchsorted(self.pieces, candidates), len(self.pieces) - 1)
+        hits = self.pieces[at] == np.array(candidates)
+        found: dict[str, int] = {}
+        for piece, hit, where in zip(candidates, hits.tolist(), at.tolist(), strict=True):
+            if hit and piece not in found:
+                found[piece] = int(self.ids[where])
+        return found
+
+
 @dataclass(frozen=True)
 class Encoding:
     """One text's ids, <s> and </s> included, and its token type ids (all 0)."""
@@ -137,22 +178,30 @@ class UnigramTokenizer:
     def __init__(
         self,
         pieces: Sequence[str],
-        scores: Sequence[float],
+        scores: Sequence[float] | np.ndarray,
         normalizer: NmtNfkc,
         *,
         max_length: int,
+        table: PieceTable | None = None,
     ) -> None:
+        """`pieces`: every piece by id, or only the specials (ids below ORDINARY) when `table`
+        holds the ordinary ones; `scores`: every piece's."""
         self.normalize = normalizer
         self.max_length = max_length
-        first, last = UNK_ID + 1, len(pieces) - 1  # ordinary pieces: after <unk>, before <mask>
+        first, last = ORDINARY, len(scores) - 1  # ordinary pieces: after <unk>, before <mask>
         self._specials = [
             (SPECIAL_PIECE.format(p), float(s))
             for p, s in zip(pieces[:first], scores[:first], strict=True)
         ]
-        self._ids = {piece: n for n, piece in enumerate(pieces[first:last], start=first)}
+        self._table = table
+        self._ids = (
+            {piece: n for n, piece in enumerate(pieces[first:last], start=first)}
+            if table is None
+            else {}
+        )
         self._scores = scores
         self._lowest = (SPECIAL_PIECE.format("lowest"), float(min(scores[first:last])))
-        self._longest = max(map(len, self._ids))
+        self._longest = max(map(len, self._ids)) if table is None else table.longest
 
     def encode_batch(self, texts: Sequence[str]) -> list[Encoding]:
         from tokenizers import Tokenizer, models, pre_tokenizers, processors
@@ -161,7 +210,8 @@ class UnigramTokenizer:
         found: dict[str, int] = {}
         for word in {word for text in normalized for word in text.split(" ") if word}:
             found.update(self._pieces_in("▁" + word))
-        vocab = [*self._specials, *((p, self._scores[n]) for p, n in found.items()), self._lowest]
+        scores = self._scores
+        vocab = [*self._specials, *((p, float(scores[n])) for p, n in found.items()), self._lowest]
         to_global = np.array([*range(len(self._specials)), *found.values(), UNK_ID], np.int64)
         tokenizer = Tokenizer(models.Unigram(vocab, unk_id=UNK_ID, byte_fallback=False))
         tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(
@@ -181,6 +231,8 @@ class UnigramTokenizer:
 
     def _pieces_in(self, word: str) -> dict[str, int]:
         """The vocabulary's pieces that occur in `word`, with their ids."""
+        if self._table is not None:
+            return self._table.found_in(word)
         ids, longest, n = self._ids, self._longest, len(word)
         found = {}
         for i in range(n):

@@ -1,6 +1,6 @@
 """Parsing: one parser per kind of document, each turning a file's bytes into a Document.
 
-    parse(path) ─kind_of(path)─▶ text | markdown | html | pdf | docx | epub | odt | pptx
+    parse(path) ─kind_of(path)─▶ text | markdown | html | pdf | docx | epub | odt | pptx | image
                                    .parse(data, name=stem)
                                    ─▶ Document(title, kind, sections with headings, page/line)
 
@@ -14,7 +14,8 @@ each page's `<title>` from its head (`head_title`), finds the suffix most pages 
 (`site_suffix`, titles.py) and `parse` cuts it (`title_suffix`).
 
 Its face: the package itself (parse, kind_of, head_title, site_suffix), common, pdf and
-pdf_worker (the parse pool runs PDFs in a process of their own).
+pdf_worker (the parse pool runs PDFs in a process of their own), and ocr (the languages OCR
+reads in, and its time, for the indexer).
 """
 
 from __future__ import annotations
@@ -40,6 +41,12 @@ KIND_BY_SUFFIX: dict[str, str] = {
     ".epub": "epub",
     ".odt": "odt",
     ".pptx": "pptx",
+    ".png": "image",
+    ".jpg": "image",
+    ".jpeg": "image",
+    ".tif": "image",
+    ".tiff": "image",
+    ".webp": "image",
 }
 """The kind of a file, by its suffix (compared in lower case)."""
 
@@ -52,6 +59,7 @@ PARSERS: dict[str, str] = {
     "epub": "epub",
     "odt": "odt",
     "pptx": "pptx",
+    "image": "image",
 }
 """The module of metis_lite.parsing that reads each kind: imported when a file of that kind is
 first read, so that a search, which reads none, does not pay for importing PDFium, python-docx
@@ -90,16 +98,26 @@ def site_suffix(titles: Iterable[str]) -> str:
     return shared(titles)
 
 
+OCR_KINDS = frozenset({"pdf", "image"})
+"""The kinds whose parser reads scanned pages by OCR, given the languages (ocr.py)."""
+
+
 def parse(
-    path: Path, *, kind: str | None = None, data: bytes | None = None, title_suffix: str = ""
+    path: Path,
+    *,
+    kind: str | None = None,
+    data: bytes | None = None,
+    title_suffix: str = "",
+    ocr_languages: str = "",
 ) -> Document:
     """Parse one file into a Document, by its kind (given, or from its suffix).
 
     `data` is the file's bytes when the caller has read them already (to hash and parse one
     read); otherwise the file is read here. The title falls back to the file's stem.
     `title_suffix`: its site's suffix (`site_suffix`), cut from the title when it ends so.
+    `ocr_languages`: the languages scanned pages and images are read in ("": not read).
     """
-    document = _parse(path, kind=kind, data=data)
+    document = _parse(path, kind=kind, data=data, ocr_languages=ocr_languages)
     if title_suffix:
         from metis_lite.parsing.titles import cut_suffix
 
@@ -107,7 +125,7 @@ def parse(
     return document
 
 
-def _parse(path: Path, *, kind: str | None, data: bytes | None) -> Document:
+def _parse(path: Path, *, kind: str | None, data: bytes | None, ocr_languages: str) -> Document:
     path = Path(path)
     kind = kind or kind_of(path)
     if kind not in PARSERS:
@@ -119,6 +137,8 @@ def _parse(path: Path, *, kind: str | None, data: bytes | None) -> Document:
         except OSError as exc:
             raise ParseError(f"cannot read the file ({exc.strerror or reason(exc)})") from exc
     try:
+        if kind in OCR_KINDS:
+            return parser(data, name=path.stem, ocr_languages=ocr_languages)
         return parser(data, name=path.stem)
     except ParseError:
         raise

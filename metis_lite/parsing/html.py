@@ -173,7 +173,7 @@ def walk(root: LexborNode, reader: PageReader) -> None:
     text, enter, leave, skips = reader.text, reader.enter, reader.leave, reader.skips
     while stack:
         item = pop()
-        if item.__class__ is str:
+        if isinstance(item, str):
             leave(item)
             continue
         tag = item.tag

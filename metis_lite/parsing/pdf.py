@@ -4,7 +4,8 @@ PDFium (Chrome's PDF engine, through pypdfium2, whose wheels ship it) reads the 
 page and repairs what a damaged file lets it (a broken cross-reference table is rebuilt). A word
 split by a hyphen at a line's end is joined again when the next line goes on in lower case
 ("configu-\\nração" → "configuração"); a hyphen before a capital or a digit is kept
-("PO-\\n2231"). A page without a text layer (a scan) is skipped.
+("PO-\\n2231"). A page without a text layer (a scan) is read by OCR when languages are given
+(scans.py, in the worker), its section marked `ocr`; else it is skipped, and counted unread.
 
 PDFium runs in a worker process of its own, its memory capped (pdf_worker.py): a PDF bomb, or
 a file that crashes PDFium, costs that process, never the indexer or the service, and is
@@ -18,6 +19,7 @@ the whole PDF_MEMORY_BUDGET, or the share of it an index run gives each parse wo
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import json
 import os
 import re
@@ -27,7 +29,7 @@ import threading
 from pathlib import Path
 
 from metis_lite.errors import ParseError
-from metis_lite.parsing import titles
+from metis_lite.parsing import ocr, titles
 from metis_lite.parsing.common import document
 from metis_lite.parsing.pdf_worker import PDF_MEMORY_BUDGET, read_message, write_message
 from metis_lite.records import Document, Section
@@ -50,10 +52,10 @@ _SPACES = re.compile(r"[ \t\u00a0]+")
 _BLANK_RUNS = re.compile(r"\n{3,}")
 
 
-def parse(data: bytes, *, name: str) -> Document:
+def parse(data: bytes, *, name: str, ocr_languages: str = "") -> Document:
     """Read a PDF's pages; the title is its metadata title when a real one, else the largest
     line of its first page, else its first line, each when it reads as a title, else `name`
-    (titles.py).
+    (titles.py). Scanned pages are read by OCR in `ocr_languages` ("": not read).
 
     Raises ParseError for what cannot be read: not a PDF, damaged beyond repair, encrypted
     with a password, more than PDFium may use to read it, or no text layer on any page.
@@ -62,19 +64,30 @@ def parse(data: bytes, *, name: str) -> Document:
         raise ParseError("empty file")
     if b"%PDF-" not in data[:HEADER_WITHIN]:
         raise ParseError("not a PDF (no %PDF- header)")
-    answer = _WORKER.read(data)
+    answer = _WORKER.read(data, ocr_languages)
     if "refused" in answer:
         raise ParseError(str(answer["refused"]))
     pages = [page_text(raw) for raw in answer["pages"]]
     if not pages:
         raise ParseError("PDF has no pages")
-    sections = [Section(text=text, page=n) for n, text in enumerate(pages, start=1) if text]
+    read = set(answer["ocr"])
+    sections = [
+        Section(text=text, page=n, ocr=n in read) for n, text in enumerate(pages, start=1) if text
+    ]
     if not sections:
         pages_read = f"{len(pages)} page" + ("s" if len(pages) > 1 else "")
-        raise ParseError(f"no text layer on any page ({pages_read}; a scan?)")
+        why = answer["unread_why"]
+        code, _, hint = why.partition(": ") if why.startswith(ocr.NO_TEXT_LAYER) else ("", "", "")
+        prefix = f"{code}: " if code else ""
+        raise ParseError(
+            f"{prefix}no text layer on any page ({pages_read}; a scan?)"
+            + (f"; {hint}" if hint else f"; OCR: {why}" if why else "")
+        )
     first_line = sections[0].text.split("\n", 1)[0]
     title = titles.choose(answer["title"], (answer["heading"], first_line), name)
-    return document(title, "pdf", sections)
+    found = document(title, "pdf", sections)
+    unread = answer["unread"]
+    return dataclasses.replace(found, unread_pages=unread, unread_why=answer["unread_why"])
 
 
 def _checked(answer: object) -> dict:
@@ -88,7 +101,14 @@ def _checked(answer: object) -> dict:
     if not isinstance(pages, list) or not isinstance(title, str) or not isinstance(heading, str):
         raise ParseError("PDFium's worker answered something other than the text of a PDF")
     valid = [_valid(page) if isinstance(page, str) else "" for page in pages]
-    return {"pages": valid, "title": _valid(title), "heading": _valid(heading)}
+    assert isinstance(answer, dict)  # pages is a list: answer was a dict
+    read, unread, why = answer.get("ocr"), answer.get("unread"), answer.get("unread_why")
+    scans = {
+        "ocr": [n for n in read if isinstance(n, int)] if isinstance(read, list) else [],
+        "unread": unread if isinstance(unread, int) else 0,
+        "unread_why": _valid(why) if isinstance(why, str) else "",
+    }
+    return {"pages": valid, "title": _valid(title), "heading": _valid(heading), **scans}
 
 
 def _valid(text: str) -> str:
@@ -105,8 +125,11 @@ class _Worker:
         self.memory = PDF_MEMORY_BUDGET
         """The data segment the worker is capped at (bytes)."""
 
-    def read(self, data: bytes) -> dict:
-        """The worker's answer for one PDF; ParseError when it died or ran out of time."""
+    def read(self, data: bytes, ocr_languages: str = "") -> dict:
+        """The worker's answer for one PDF, its scanned pages read by OCR in `ocr_languages`
+        ("": none); ParseError when it died or ran out of time."""
+        ocr_s = ocr.OCR_FILE_S if ocr_languages else 0.0
+        options = json.dumps({"ocr": ocr_languages, "ocr_s": ocr_s}).encode()
         with self._lock:
             process = self._running()
             assert process.stdin is not None and process.stdout is not None
@@ -116,9 +139,10 @@ class _Worker:
                 expired.set()
                 process.kill()
 
-            timer = threading.Timer(PDF_DEADLINE_S, expire)
+            timer = threading.Timer(PDF_DEADLINE_S + ocr_s, expire)
             timer.start()
             try:
+                write_message(process.stdin, options)
                 write_message(process.stdin, data)
                 answer = read_message(process.stdout, limit=MAX_ANSWER_BYTES)
             except OSError:  # the worker died while it was sent the file
@@ -126,7 +150,9 @@ class _Worker:
             finally:
                 timer.cancel()
             if answer is None:
-                raise self._died(process, timed_out=expired.is_set())
+                raise self._died(
+                    process, timed_out=expired.is_set(), seconds=PDF_DEADLINE_S + ocr_s
+                )
         return _checked(json.loads(answer))
 
     def cap(self, limit: int) -> None:
@@ -153,11 +179,13 @@ class _Worker:
             )
         return self._process
 
-    def _died(self, process: subprocess.Popen[bytes], *, timed_out: bool) -> ParseError:
+    def _died(
+        self, process: subprocess.Popen[bytes], *, timed_out: bool, seconds: float
+    ) -> ParseError:
         self._stop(process)
         self._process = None
         if timed_out:
-            return ParseError(f"PDFium took longer than {PDF_DEADLINE_S:.0f} s to read it")
+            return ParseError(f"PDFium took longer than {seconds:.0f} s to read it")
         limit = self.memory // 2**20
         code = process.returncode
         how = f"signal {-code}" if code and code < 0 else f"exit {code}"

@@ -8,9 +8,16 @@ an index run's parse worker gives its own PDFium worker: parse_pool.py): an allo
 cap aborts PDFium, and with it only this process; the parent reports the file as refused and
 starts another. Nothing but text crosses back: the answer is JSON, never pickle.
 
+    parent ─ 8-byte length + {"ocr": languages or "", "ocr_s": seconds} ─▶ worker (stdin)
     parent ─ 8-byte length + the PDF's bytes ─▶ worker (stdin)
-    parent ◀─ 8-byte length + {"pages": [raw text of each page], "title": …, "heading": …}
+    parent ◀─ 8-byte length + {"pages": [raw text of each page], "title": …, "heading": …,
+                               "ocr": [pages read by OCR], "unread": n, "unread_why": …}
                               or {"refused": reason} ─ worker (stdout)
+
+A page with no text layer, or one of almost nothing over an image that covers most of it (a
+scan with a scanner's stamp), is rendered here in grey at ocr.OCR_DPI and read by Tesseract
+(ocr.py), one process a page, each bounded in time and memory, all of a file's within
+ocr.OCR_FILE_S; without OCR languages such a page is counted as unread, with why.
 
 Run as `python -m metis_lite.parsing.pdf_worker [CAP_BYTES]`; it answers until its stdin closes.
 """
@@ -18,9 +25,12 @@ Run as `python -m metis_lite.parsing.pdf_worker [CAP_BYTES]`; it answers until i
 from __future__ import annotations
 
 import json
+import signal
 import struct
 import sys
 from typing import IO
+
+from metis_lite.parsing.scans import scanned_pages
 
 PDF_MEMORY_BUDGET = 1024 * 1024 * 1024
 """What PDFium may use to read PDFs at one time (its workers' data segments, heap and anonymous
@@ -41,10 +51,12 @@ EOF_WITHIN = 1024
 """A complete PDF ends with `%%EOF` within this many trailing bytes; a truncated one does not."""
 
 
-def read_pages(data: bytes) -> dict:
+def read_pages(data: bytes, ocr_languages: str = "", ocr_s: float = 0.0) -> dict:
     """{"pages": [each page's raw text, "" for none], "title": metadata title, "heading": the
-    largest-font line of its first page with text} of a PDF, or {"refused": why} for one
-    PDFium cannot open."""
+    largest-font line of its first page with text, "ocr": the pages OCR read, "unread": pages
+    with no text layer left unread, "unread_why": why} of a PDF, or {"refused": why} for one
+    PDFium cannot open. Scanned pages are read by OCR in `ocr_languages` ("": none) within
+    `ocr_s` seconds in all."""
     import pypdfium2 as pdfium
     import pypdfium2.raw as pdfium_c
 
@@ -54,9 +66,12 @@ def read_pages(data: bytes) -> dict:
         return {"refused": _load_error(getattr(exc, "err_code", None), str(exc), data, pdfium_c)}
     try:
         pages = [_page_text(pdf, n) for n in range(len(pdf))]
-        first = next((n for n, text in enumerate(pages) if text.strip()), None)
+        scans = scanned_pages(pdf, pages, ocr_languages, ocr_s)
+        first = next(
+            (n for n, text in enumerate(pages) if text.strip() and n + 1 not in scans.read), None
+        )
         heading = _largest_line(pdf, first) if first is not None else ""
-        return {"pages": pages, "title": _title(pdf), "heading": heading}
+        return {"pages": pages, "title": _title(pdf), "heading": heading, **scans.answer()}
     finally:
         pdf.close()
 
@@ -188,12 +203,18 @@ def cap_memory(limit: int) -> None:
 
 
 def main() -> int:
+    # Ctrl-C reaches the whole process group: the indexer ends this worker (its stdin ends),
+    # which must not print a traceback of its own meanwhile.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     limit = int(sys.argv[1]) if len(sys.argv) > 1 else PDF_MEMORY_BUDGET
     cap_memory(limit)
     requests, answers = sys.stdin.buffer, sys.stdout.buffer
-    while (data := read_message(requests)) is not None:
+    while (options := read_message(requests)) is not None:
+        if (data := read_message(requests)) is None:
+            break
+        ocr = json.loads(options)
         try:
-            answer = read_pages(data)
+            answer = read_pages(data, ocr["ocr"], ocr["ocr_s"])
         except MemoryError:  # Python's share of the cap ran out (PDFium's own aborts instead)
             answer = {"refused": f"it needs more than {limit >> 20:,} MiB of memory"}
         except Exception as exc:  # noqa: BLE001 - pypdfium2 failing on bad input: a bad file

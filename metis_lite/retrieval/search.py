@@ -12,7 +12,9 @@ one base or for several searched as one (a search of one base is a search of sev
             has a reranker of one model (else the fused order, and RERANKER_NOT_SHARED).
     Step 6. Memories: facts that still hold before facts a newer one replaced (among the first
             HOLDING_WINDOW fused places, whatever top_k).
-    Step 7. Cite the top_k: text, citation with snippet, scores at every step.
+    Step 7. Cite the top_k distinct results: text, citation with snippet, scores at every
+            step; a passage nearly the same as one ranked before it is that result's place
+            (`also_in`), not a result of its own (collapse.py; `collapse=False`: every one).
 
 Each base's own part of a step (its question embedded, its two lists, its reranker's scores,
 its citations) is steps.py's, run for every base side by side on an executor when there are
@@ -34,6 +36,7 @@ from typing import Any, TypeVar
 from metis_lite.errors import InvalidRequest
 from metis_lite.models.base import Reranker
 from metis_lite.records import Answer, Filters, MetisWarning, Result, Took
+from metis_lite.retrieval.collapse import Distinct
 from metis_lite.retrieval.fusion import Candidates, Fused, deepened, merged_lists
 from metis_lite.retrieval.steps import (
     Clock,
@@ -144,21 +147,23 @@ def run(
     rerank: bool = True,
     filters: Filters = Filters(),
     fusion: str | None = None,
+    collapse: bool = True,
     names: Sequence[str | None] | None = None,
     executor: Executor | None = None,
     guard: Guard | None = None,
 ) -> Searched:
     """The pipeline over one base or several, each of one open context. `fusion` overrides the
-    bases' own (used when they agree; the default when they do not); `names` name each base's
-    results (default: each context's own name); `executor` runs the bases' steps side by side
-    (needed for several: one base's steps run inline); `guard` calls each step (Guard)."""
+    bases' own (used when they agree; the default when they do not); `collapse`: one result
+    per text (Step 7); `names` name each base's results (default: each context's own name);
+    `executor` runs the bases' steps side by side (needed for several: one base's steps run
+    inline); `guard` calls each step (Guard)."""
     if not contexts:
         raise InvalidRequest("name at least one base, each once")
     fusion = fusion or _common_fusion(contexts)
     validate(mode, top_k, filters, fusion)
     names = tuple(names) if names is not None else tuple(ctx.base for ctx in contexts)
     return _Search(tuple(contexts), names, executor, guard).run(
-        question, mode, top_k, rerank, filters, fusion
+        question, mode, top_k, rerank, filters, fusion, collapse
     )
 
 
@@ -198,7 +203,14 @@ class _Search:
         return done
 
     def run(
-        self, question: str, mode: str, top_k: int, rerank: bool, filters: Filters, fusion: str
+        self,
+        question: str,
+        mode: str,
+        top_k: int,
+        rerank: bool,
+        filters: Filters,
+        fusion: str,
+        collapse: bool,
     ) -> Searched:
         clock = Clock()
         every = range(len(self.contexts))
@@ -256,9 +268,16 @@ class _Search:
         # Step 6. Each memory base: what holds first, in the places its results hold.
         order = self._holding_first(order)
 
-        # Step 7. Cite the top_k, each with its ranks in the bases' lists merged, as one base
-        # would rank it (a weak base's best by meaning is not "first by meaning").
-        results = self._cited(order[:top_k], fused, found, live, ready, scores)
+        # Step 7. Cite the top_k distinct results, each with its ranks in the bases' lists
+        # merged, as one base would rank it (a weak base's best by meaning is not "first by
+        # meaning"); a passage nearly the same as one before it is that one's place.
+        def cited(top: list[Fused]) -> list[tuple[int, Result]]:
+            return self._cited(top, fused, found, live, ready, scores)
+
+        if collapse:
+            results = self._distinct(order, top_k, cited)
+        else:
+            results = tuple(result for _, result in cited(order[:top_k]))
         steps = {
             step: max(took[step] for took in self.took) for step in ("embed", "dense", "keyword")
         }
@@ -323,6 +342,41 @@ class _Search:
                 reordered[place] = Fused(i, hit)
         return reordered
 
+    def _distinct(
+        self,
+        order: list[Fused],
+        top_k: int,
+        cited: Callable[[list[Fused]], list[tuple[int, Result]]],
+    ) -> tuple[Result, ...]:
+        """The first top_k distinct results of `order`, cited a few places at a time: the
+        top_k first, then as many more as results are still missing, twice over; then top_k
+        places more, read only for the other places of those results (collapse.py)."""
+        distinct = Distinct()
+        start, step = 0, top_k
+        while len(distinct) < top_k and start < len(order):
+            for i, result in cited(order[start : start + step]):
+                distinct.add(result, self.contexts[i].store.words_version)
+            start += step
+            step = 2 * (top_k - len(distinct))
+        for i, result in cited(self._repeats(order[start : start + top_k], distinct)):
+            distinct.add(result, self.contexts[i].store.words_version, new=False)
+        return distinct.results(top_k)
+
+    def _repeats(self, places: list[Fused], distinct: Distinct) -> list[Fused]:
+        """Those of `places` whose text is a result's already kept: only they are cited."""
+        texts: dict[tuple[int, int], str] = {}
+        for i in sorted({f.base for f in places}):
+            ids = [f.hit.chunk_id for f in places if f.base == i]
+            texts.update(
+                {(i, c): row.text for c, row in self.contexts[i].store.chunk_rows(ids).items()}
+            )
+        return [
+            f
+            for f in places
+            if (text := texts.get((f.base, f.hit.chunk_id))) is not None
+            and distinct.same_as(text, self.contexts[f.base].store.words_version)[0] is not None
+        ]
+
     def _cited(
         self,
         top: list[Fused],
@@ -331,9 +385,9 @@ class _Search:
         live: Sequence[int],
         ready: Sequence[Prepared],
         scores: dict[tuple[int, int], float],
-    ) -> tuple[Result, ...]:
-        """Step 7 in every base that holds a result, the results in the order they ranked (a
-        chunk removed since it was ranked is not cited)."""
+    ) -> list[tuple[int, Result]]:
+        """Step 7 in every base that holds a result, each with its base's index, in the order
+        they ranked (a chunk removed since it was ranked is not cited)."""
         dense, words = merged_lists(found)
         citing = sorted({f.base for f in top})
         cited = self.each(
@@ -353,11 +407,11 @@ class _Search:
             for i, results in zip(citing, cited, strict=True)
             for result in results
         }
-        return tuple(
-            replace(by_place[(f.base, f.hit.chunk_id)], base=self.names[f.base])
+        return [
+            (f.base, replace(by_place[(f.base, f.hit.chunk_id)], base=self.names[f.base]))
             for f in top
             if (f.base, f.hit.chunk_id) in by_place
-        )
+        ]
 
     def _searched(
         self, mode: str, reranked: bool, took: Took, results: tuple[Result, ...]

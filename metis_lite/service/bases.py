@@ -2,10 +2,10 @@
 
 Below the HTTP edge (metis_lite/http/ calls it; it imports nothing of HTTP and answers
 dataclasses): this module opens the bases named on the command line, keeps each one's sources
-indexed by a background thread (on request and every `poll_s` seconds; `Base.index` is
-incremental, so an idle pass is cheap), and answers a question from one base (`search`, an
-`Answer`) or from several (`search_many`, a `MultiAnswer`: multi.py's merge, on this
-service's thread pool).
+indexed by a background thread (on request, when its sources change (sources.py), and every
+`poll_s` seconds; `Base.index` is incremental, so an idle pass is cheap), and answers a
+question from one base (`search`, an `Answer`) or from several (`search_many`, a `MultiAnswer`:
+multi.py's merge, on this service's thread pool).
 
 A base that cannot be used (damaged, another program's file or no file at all, from a newer
 metis-lite, on a disk too full for its -shm, unreadable) does not stop the service: the others
@@ -45,6 +45,7 @@ from metis_lite.escapes import escape_controls
 from metis_lite.indexing.ingest import IndexReport
 from metis_lite.records import Answer, Filters
 from metis_lite.service.follow import BaseHealth, Copies, health_of
+from metis_lite.service.sources import SourceFollower
 from metis_lite.settings import TOP_K
 from metis_lite.store import IndexerLock
 
@@ -53,7 +54,9 @@ BUSY_RETRIES = 5
 each retry keeps what was written and resumes where it stopped (indexing is incremental)."""
 
 STOP_WAIT_S = 5.0
-"""At shutdown, how long to wait for an indexing pass to stop at its next file."""
+"""At shutdown, how long to wait for an indexing pass to stop: it stops at its next point
+between transactions, within a fraction of a second (indexing/pipeline.py), recorded as
+interrupted; a pass that has not stopped by then is a daemon thread, ended with the process."""
 
 BASE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 """A base's name in URLs: letters, digits, '.', '_', '-'."""
@@ -87,10 +90,7 @@ class SearchRequest:
     filters: Filters = Filters()
     bases: tuple[str, ...] = ()
     fusion: str | None = None  # "relative" or "rrf"; None: the bases' own
-
-
-class _Stopped(Exception):
-    """Raised from the progress callback to end an indexing pass when the service stops."""
+    collapse: bool = True  # one result per text (retrieval/collapse.py)
 
 
 class Indexer:
@@ -107,9 +107,13 @@ class Indexer:
         self._running = False
         self._said: str | None = None  # the last failure logged, not said again until it changes
         self._thread = threading.Thread(target=self._loop, name=f"index-{base.name}", daemon=True)
+        # Its sources' changes wake it at once (sources.py); poll_s stays the full rescan's.
+        self._sources = SourceFollower(base, self._wake.set, log) if poll_s > 0 else None
 
     def start(self) -> None:
         self._thread.start()
+        if self._sources is not None and self.base.writable:
+            self._sources.start()
 
     @property
     def busy(self) -> bool:
@@ -130,6 +134,8 @@ class Indexer:
         self._wake.set()
 
     def stop(self) -> None:
+        if self._sources is not None:
+            self._sources.stop()
         self._stop.set()
         self._wake.set()
         if self._thread.is_alive():
@@ -160,8 +166,8 @@ class Indexer:
                 self._say(f"base {name} cannot be written ({UNWRITABLE}): searched, not indexed")
                 return
             report = self._index()
-        except (_Stopped, BaseBusy):
-            return  # stopping; or another process indexes it and the next pass catches up
+        except BaseBusy:
+            return  # another process indexes it, and the next pass catches up
         except MetisError as exc:
             self._say(f"indexing {name} failed: {exc.code}: {exc.message}")
             return
@@ -170,6 +176,12 @@ class Indexer:
             self._say(f"indexing {name} failed: " + "".join(lines).rstrip())
             return
         self._said = None
+        if report.interrupted:  # the service stops: the next start goes on from there
+            self.log(
+                f"indexing {name} interrupted: {report.embedded} of "
+                f"{report.embedded + report.without_vector} chunks embedded"
+            )
+            return
         if report.added or report.updated or report.removed or report.embedded:
             self.log(
                 f"indexed {name}: {report.added} added, {report.updated} updated, "
@@ -189,7 +201,7 @@ class Indexer:
     def _index(self) -> IndexReport:
         for attempt in range(BUSY_RETRIES + 1):
             try:
-                return self.base.index(progress=self._check_stop)
+                return self.base.index(stop=self._stop)
             except apsw.BusyError:
                 # Another connection committed between this pass's read and its write (a
                 # search count): what was written stays, and the next try goes on from there.
@@ -197,10 +209,6 @@ class Indexer:
                     raise
                 self.log(f"indexing {self.base.name}: the base was busy; going on from there")
         raise AssertionError("unreachable")
-
-    def _check_stop(self, stage: str, done: int, total: int) -> None:
-        if self._stop.is_set():
-            raise _Stopped
 
 
 def parse_base_arg(arg: str) -> tuple[str, Path]:
@@ -391,6 +399,7 @@ class Service:
             rerank=request.rerank,
             filters=request.filters,
             fusion=request.fusion,
+            collapse=request.collapse,
         )
 
     def search_many(self, request: SearchRequest) -> MultiAnswer:
@@ -404,5 +413,6 @@ class Service:
             rerank=request.rerank,
             filters=request.filters,
             fusion=request.fusion,
+            collapse=request.collapse,
             executor=self._pool,
         )

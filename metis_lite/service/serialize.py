@@ -12,15 +12,15 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from metis_lite.base.core import BaseStatus
-from metis_lite.copies.publish import Published
 from metis_lite.errors import MetisError
-from metis_lite.indexing.ingest import IndexReport
-from metis_lite.records import Answer, Fact, Result, SourceInfo, Took
-from metis_lite.service.follow import BaseHealth
+from metis_lite.records import Answer, Citation, Fact, Result, SourceInfo, Took
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # types only: `search --json` imports no indexing run and no service
+    from metis_lite.base.core import BaseStatus
     from metis_lite.base.multi import MultiAnswer
+    from metis_lite.copies.publish import Published
+    from metis_lite.indexing.ingest import IndexReport
+    from metis_lite.service.follow import BaseHealth
 
 SCORE_DIGITS = 6
 
@@ -30,31 +30,15 @@ def _round(value: float) -> float:
 
 
 def result_to_json(result: Result) -> dict[str, Any]:
-    c = result.citation
-    citation: dict[str, Any] = {
-        "source": c.source,
-        "document": c.document,
-        "title": c.title,
-        "kind": c.kind,
-        "page": c.page,
-        "line": c.line,
-        "headings": list(c.headings),
-        "snippet": c.snippet,
-    }
-    if c.anchor is not None:
-        citation["anchor"] = c.anchor
-    if c.ocr:
-        citation["ocr"] = True
-    scores = {
-        name: (_round(value) if isinstance(value, float) else value)
-        for name, value in dataclasses.asdict(result.scores).items()
-        if value is not None
-    }
     out: dict[str, Any] = {
         "score": _round(result.score),
         "text": result.text,
-        "citation": citation,
-        "scores": scores,
+        "citation": citation_to_json(result.citation),
+        "scores": {
+            name: (_round(value) if isinstance(value, float) else value)
+            for name, value in dataclasses.asdict(result.scores).items()
+            if value is not None
+        },
     }
     if result.base is not None:
         out["base"] = result.base
@@ -70,7 +54,31 @@ def result_to_json(result: Result) -> dict[str, Any]:
         }
         for w in result.words
     ]
+    if result.also_in:
+        out["also_in"] = [
+            {"citation": citation_to_json(place.citation)}
+            | ({"base": place.base} if place.base is not None else {})
+            for place in result.also_in
+        ]
     return out
+
+
+def citation_to_json(c: Citation) -> dict[str, Any]:
+    citation: dict[str, Any] = {
+        "source": c.source,
+        "document": c.document,
+        "title": c.title,
+        "kind": c.kind,
+        "page": c.page,
+        "line": c.line,
+        "headings": list(c.headings),
+        "snippet": c.snippet,
+    }
+    if c.anchor is not None:
+        citation["anchor"] = c.anchor
+    if c.ocr:
+        citation["ocr"] = True
+    return citation
 
 
 def answer_to_json(answer: Answer, *, include_base: bool = False) -> dict[str, Any]:
@@ -79,6 +87,8 @@ def answer_to_json(answer: Answer, *, include_base: bool = False) -> dict[str, A
         item = result_to_json(result)
         if not include_base:
             item.pop("base", None)
+            for place in item.get("also_in", ()):
+                place.pop("base", None)
         results.append(item)
     return {
         "mode": answer.mode,

@@ -29,8 +29,19 @@ MEDIA_TYPES = {
     "epub": "application/epub+zip",
     "odt": "application/vnd.oasis.opendocument.text",
     "pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+    "image": "application/octet-stream",
 }
 """What a browser is told each kind is. Markdown is shown as the text it is, not rendered."""
+
+IMAGE_TYPES = {
+    ".png": "image/png",
+    ".jpg": "image/jpeg",
+    ".jpeg": "image/jpeg",
+    ".tif": "image/tiff",
+    ".tiff": "image/tiff",
+    ".webp": "image/webp",
+}
+"""An image's media type, by its suffix (its kind is `image` whatever its format)."""
 
 
 @dataclass(frozen=True)
@@ -77,4 +88,7 @@ def read_document(store: Store, source: str, path: str) -> DocumentFile:
         content = read_all(fd, opened.st_size)[: opened.st_size]
     finally:
         os.close(fd)
-    return DocumentFile(source, path, kind, MEDIA_TYPES[kind], content)
+    media_type = MEDIA_TYPES[kind]
+    if kind == "image":
+        media_type = IMAGE_TYPES.get(Path(path).suffix.lower(), media_type)
+    return DocumentFile(source, path, kind, media_type, content)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from metis_lite.errors import InvalidRequest, SourceNotFound, SourceOverlap
+from metis_lite.parsing import ocr
 from metis_lite.records import Chunk, SourceInfo
 from metis_lite.store.core import StoreCore, now_iso
 
@@ -20,11 +21,13 @@ SOURCE_KINDS = ("folder", "file")
 @dataclass(frozen=True)
 class SourceOptions:
     """How a run reads a source (source_options): a folder or a file; a folder's exclude
-    patterns (gitignore syntax, in order) and whether its ignore files are read."""
+    patterns (gitignore syntax, in order) and whether its ignore files are read; the
+    languages OCR reads it in ("": the default, source_ocr)."""
 
     kind: str = "folder"
     excludes: tuple[str, ...] = ()
     no_ignore: bool = False
+    ocr_languages: str = ""
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,7 @@ class DocumentsMixin(StoreCore):
                     kind="notes" if path is None else read.kind,
                     excludes=read.excludes,
                     no_ignore=read.no_ignore,
+                    ocr_languages=read.ocr_languages,
                 )
             )
         return tuple(infos)
@@ -73,9 +77,10 @@ class DocumentsMixin(StoreCore):
     def source_options(self) -> dict[int, SourceOptions]:
         """How each source is read, by source id (a source without a row: SourceOptions())."""
         return {
-            int(source_id): SourceOptions(kind, tuple(json.loads(excludes)), bool(no_ignore))
-            for source_id, kind, excludes, no_ignore in self.db.execute(
-                "SELECT source_id, kind, excludes, no_ignore FROM source_options"
+            int(source_id): SourceOptions(kind, tuple(json.loads(excludes)), bool(no_ignore), ocr)
+            for source_id, kind, excludes, no_ignore, ocr in self.db.execute(
+                "SELECT source_id, kind, excludes, no_ignore, coalesce(languages, '')"
+                " FROM source_options LEFT JOIN source_ocr USING (source_id)"
             )
         }
 
@@ -87,12 +92,14 @@ class DocumentsMixin(StoreCore):
         kind: str = "folder",
         excludes: tuple[str, ...] | None = None,
         no_ignore: bool | None = None,
+        ocr_languages: str | None = None,
     ) -> int:
         """Add a source (a folder or a file, or None for the base's notes), or give one of
         that name its new path; SOURCE_OVERLAP when the path lies inside another source or
         holds one (its files would be indexed twice). Paths are compared as given: resolve
         them first. `kind` is what the path is now; `excludes` and `no_ignore` (a folder's:
-        ignore.py), when given, replace the source's, else it keeps them (none when new)."""
+        ignore.py), when given, replace the source's, else it keeps them (none when new);
+        so do `ocr_languages` ("": back to the default)."""
         if kind not in SOURCE_KINDS:
             raise InvalidRequest(f"a source is one of {', '.join(SOURCE_KINDS)}, not {kind!r}")
         with self._transaction():
@@ -112,6 +119,13 @@ class DocumentsMixin(StoreCore):
                 source_id = int(self.db.last_insert_rowid())
             if path is not None:
                 self._set_options(source_id, kind, excludes, no_ignore)
+            if ocr_languages is not None:
+                self.db.execute("DELETE FROM source_ocr WHERE source_id = ?", (source_id,))
+                if ocr_languages:
+                    self.db.execute(
+                        "INSERT INTO source_ocr (source_id, languages) VALUES (?, ?)",
+                        (source_id, ocr.check_languages(ocr_languages)),
+                    )
             return source_id
 
     def _set_options(
