@@ -73,7 +73,8 @@ def test_many_searches_while_a_large_folder_is_indexed_all_answer_with_whole_doc
         with httpx.Client(timeout=60) as http:
             while not done.wait(THINK_S):
                 n = rng.randrange(DOCUMENTS)
-                body = {"question": f"doc{n}", "mode": rng.choice(["keyword", "hybrid"])}
+                mode = rng.choice(["keyword", "hybrid"])
+                body = {"question": f"doc{n}", "mode": mode, "collapse": False}  # each chunk
                 if rng.random() < 0.2:
                     body = {"question": "quarterly widgets prices", "top_k": rng.randint(1, 50)}
                 was_indexing = indexing.is_set() and not done.is_set()
@@ -120,7 +121,8 @@ def test_many_searches_while_a_large_folder_is_indexed_all_answer_with_whole_doc
             assert status["last_indexing"]["state"] == "done"
             for n in random.Random(0).sample(range(DOCUMENTS), 20):
                 answer = http.post(
-                    f"{url}/v1/bases/big/search", json={"question": f"doc{n}", "mode": "keyword"}
+                    f"{url}/v1/bases/big/search",
+                    json={"question": f"doc{n}", "mode": "keyword", "collapse": False},
                 ).json()
                 assert len(answer["results"]) == CHUNKS_PER_DOCUMENT
     finally:

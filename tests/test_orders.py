@@ -75,7 +75,13 @@ def test_identical_passages_have_one_cosine_and_come_together_by_chunk_id(tmp_pa
     with attach(words_only_base(tmp_path / "b.db", src)) as base:
         base.index()
         for mode in ("dense", "hybrid"):
-            answer = base.search("vacation days each year", mode=mode, top_k=60, rerank=False)
+            one = base.search("vacation days each year", mode=mode, top_k=20, rerank=False)
+            [copy] = [r for r in one.results if r.citation.document.startswith("copy")]
+            assert len(copy.also_in) == 39  # one result per text, its other places in it
+            assert [p.chunk_id for p in copy.also_in] == sorted(p.chunk_id for p in copy.also_in)
+            answer = base.search(
+                "vacation days each year", mode=mode, top_k=60, rerank=False, collapse=False
+            )
             copies = [r for r in answer.results if r.citation.document.startswith("copy")]
             assert len(copies) == 40
             assert len({r.scores.dense for r in copies}) == 1

@@ -26,7 +26,8 @@ from test_pipeline import _children as children
 
 from metis_lite import parsing
 from metis_lite.errors import ParseError
-from metis_lite.indexing import ingest, parse_pool
+from metis_lite.indexing import parse_pool
+from metis_lite.indexing import workers as parse_workers
 from metis_lite.indexing.parse_pool import ParseJob, ParsePool
 from metis_lite.parsing import common, docx, html
 from metis_lite.settings import CHUNK_CHARS
@@ -164,7 +165,7 @@ def test_a_stopped_worker_costs_only_the_file_it_held(tmp_path, monkeypatch):
     for n in range(12):
         write(src, f"f{n:02d}.md", f"# File {n}\n\nThe word{n}gamma.\n")
     write(src, "stuck.md", "# Stuck\n\nstuckmarker\n")
-    monkeypatch.setattr(ingest, "POOL_MIN_SECONDS", 0.0)
+    monkeypatch.setattr(parse_workers, "POOL_MIN_SECONDS", 0.0)
     monkeypatch.setattr(parse_pool, "PARSE_DEADLINE_S", DEADLINE_S)
     stopped: list[int] = []
     real_parse = parse_pool._Worker.parse

@@ -141,7 +141,7 @@ def test_several_bases_rerank_together_only_with_one_reranker(
     with Base(tmp_path / "other.db") as other:
         other.configure(reranker=spec)
         bases = {"a": example_base, "b": other}
-        answer = search_bases(bases, "vacation days off", top_k=10)
+        answer = search_bases(bases, "vacation days off", top_k=10, collapse=False)
         assert answer.reranked and not answer.warnings
         scores = [r.scores.rerank for r in answer.results]
         assert None not in scores and scores == sorted(scores, reverse=True)

@@ -340,6 +340,7 @@ def test_chunks_indexed_while_the_model_was_down_get_vectors_on_the_next_run(tmp
         finally:
             server.terminate()
             server.wait(timeout=10)
+            server.stderr.close()
 
 
 def _wait_for_ready(server: subprocess.Popen, timeout: float = 120.0) -> None:
