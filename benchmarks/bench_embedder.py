@@ -10,12 +10,13 @@ Prints, for the NumPy model and for torch + transformers running the same weight
 are importable; else "reference not installed"): chunks/s embedding ~250-token passages, and
 the p50 latency of embedding one short question; then their ratios. The two run in alternating
 rounds in the same process and each side keeps its best round, so that other work on a shared
-machine burdens both alike. Then the p50 latency of reranking 30 candidates with the NumPy
+machine burdens both alike. Then a question's p50/p95 alone and while another thread of the
+process embeds passage batches (as `serve` searches during an index run), and their ratio. Then the p50 latency of reranking 30 candidates with the NumPy
 cross-encoder: a real one with --reranker, else a random-weights MiniLM-sized model written
 to a temporary folder (the same arithmetic, meaningless scores). Figures vary with the machine.
 
 The functions are importable (`passages`, `bench_numpy`, `bench_torch`, `bench_rerank`,
-`random_cross_encoder`) so that one benchmark script can call them all.
+`question_beside_batches`, `random_cross_encoder`) so that one benchmark script can call them all.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import random
 import shutil
 import statistics
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -119,6 +121,67 @@ class TorchReference:
                 pooled = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
                 out[picked] = torch.nn.functional.normalize(pooled, dim=1).numpy()
         return out
+
+
+@dataclass(frozen=True)
+class Beside:
+    """A question's latency alone and while another thread of the process embeds passages."""
+
+    idle_p50_ms: float
+    idle_p95_ms: float
+    busy_p50_ms: float
+    busy_p95_ms: float
+    batches: int
+    """Passage batches the other thread embedded meanwhile."""
+
+    @property
+    def ratio_p95(self) -> float:
+        return self.busy_p95_ms / self.idle_p95_ms
+
+
+def question_beside_batches(
+    embedder: EmbeddedEmbedder, texts: Sequence[str], asks: Sequence[str]
+) -> Beside:
+    """p50/p95 ms of one question alone, then while another thread embeds `texts` in batches
+    of BATCH without pause (as `serve` does when a search comes during an index run): a
+    question should not wait for a batch (aim: p95 beside batches ≤ 2 × p95 alone)."""
+
+    def timed() -> list[float]:
+        latencies = []
+        for ask in asks:
+            started = time.perf_counter()
+            embedder.embed([ask])
+            latencies.append(1e3 * (time.perf_counter() - started))
+        return latencies
+
+    embedder.embed(list(asks[:2]) + list(texts[:2]))
+    idle = timed()
+    stop, begun = threading.Event(), threading.Event()
+    batches = 0
+
+    def indexing() -> None:
+        nonlocal batches
+        while not stop.is_set():
+            start = batches * BATCH % max(1, len(texts) - BATCH + 1)
+            begun.set()
+            embedder.embed(texts[start : start + BATCH])
+            batches += 1
+
+    thread = threading.Thread(target=indexing)
+    thread.start()
+    try:
+        begun.wait()
+        busy = timed()
+    finally:
+        stop.set()
+        thread.join()
+    return Beside(
+        float(np.percentile(idle, 50)),
+        float(np.percentile(idle, 95)),
+        float(np.percentile(busy, 50)),
+        float(np.percentile(busy, 95)),
+        batches,
+    )
 
 
 def torch_reference(folder: Path) -> TorchReference | None:
@@ -256,6 +319,13 @@ def main(argv: Sequence[str] | None = None) -> None:
             f"  numpy/torch: throughput {best.chunks_per_s / their_best:.2f}×,"
             f" query latency {query / their_query:.2f}×"
         )
+    beside = question_beside_batches(embedder, texts, asks)
+    print(
+        f"  question beside passage batches (another thread, same process): p50 / p95"
+        f" {beside.busy_p50_ms:.1f} / {beside.busy_p95_ms:.1f} ms, alone"
+        f" {beside.idle_p50_ms:.1f} / {beside.idle_p95_ms:.1f} ms: p95 {beside.ratio_p95:.2f}×"
+        f" (aim ≤ 2×; {beside.batches} batches done meanwhile)"
+    )
     embedder.close()
     with tempfile.TemporaryDirectory() as scratch:
         path = Path(args.reranker) if args.reranker else random_cross_encoder(Path(scratch) / "ce")

@@ -67,6 +67,14 @@ SHIFT_FREE_LENGTH = 64
 
 _DTYPE = np.float32
 
+Pause = Callable[[], None]
+"""Called between a forward pass's steps; it may wait there (batching.py), never alter a value."""
+
+
+def _go_on() -> None:
+    """The pause that does not wait."""
+
+
 # Abramowitz & Stegun 7.1.28, |error| ≤ 3e-7: erf(z) ≈ 1 - (1 + Σ aₖ zᵏ)⁻¹⁶, z ≥ 0; here
 # for z = |x|/√2, so aₖ / √2ᵏ are the coefficients of |x|.
 _ERF_COEFFS = tuple(
@@ -328,18 +336,22 @@ class BertEncoder:
         ]
         return encoder
 
-    def forward(self, ids: np.ndarray, type_ids: np.ndarray, lengths: Sequence[int]) -> np.ndarray:
+    def forward(
+        self, ids: np.ndarray, type_ids: np.ndarray, lengths: Sequence[int], pause: Pause = _go_on
+    ) -> np.ndarray:
         """Last hidden states (tokens, hidden) of sequences packed end to end, no padding:
         `ids` and `type_ids` hold each sequence's tokens after the previous one's, `lengths`
         how many each has. Every step but attention works row by row, and attention runs
-        each sequence over its own tokens, so no sequence sees another (nor needs a mask)."""
+        each sequence over its own tokens, so no sequence sees another (nor needs a mask).
+        `pause` is called between steps, a few ms apart: batching.py makes a batch wait there
+        while a question runs (it changes no value)."""
         cfg = self.config
         if max(lengths) > cfg.max_positions:
             raise ModelError(f"{max(lengths)} tokens exceed the model's {cfg.max_positions}")
         x = self._embedded(ids, type_ids, np.concatenate([np.arange(n) for n in lengths]))
         runs = _runs(lengths, cfg.num_heads)
         for layer in self.layers:
-            x = self._layer(x, layer, runs, max(lengths))
+            x = self._layer(x, layer, runs, pause)
         return x
 
     def forward_short(
@@ -372,7 +384,7 @@ class BertEncoder:
         back = ShortProduct(n, cfg.intermediate_size, hidden)
         runs = [(0, 1, n)]
         for layer in self.layers:
-            context = self._context(qkv.run(x, layer.qkv_w, parts, pool), layer, runs, n)
+            context = self._context(qkv.run(x, layer.qkv_w, parts, pool), layer, runs)
             attended = out.run(context, layer.out_w, parts, pool)
             attended += layer.out_b
             attended += x
@@ -386,13 +398,18 @@ class BertEncoder:
             layer_norm_(x, layer.ln2_g, layer.ln2_b, cfg.layer_norm_eps)
         return x
 
-    def _layer(self, x: np.ndarray, layer: _Layer, runs: list[_Run], longest: int) -> np.ndarray:
+    def _layer(self, x: np.ndarray, layer: _Layer, runs: list[_Run], pause: Pause) -> np.ndarray:
         cfg = self.config
-        attended = self._attention(x @ layer.qkv_w, layer, runs, longest)
+        pause()
+        context = self._context(x @ layer.qkv_w, layer, runs, pause)
+        pause()
+        attended = context @ layer.out_w
+        attended += layer.out_b
         attended += x
         layer_norm_(attended, layer.ln1_g, layer.ln1_b, cfg.layer_norm_eps)
         out = np.empty_like(attended)
         for start in range(0, attended.shape[0], FFN_ROWS):
+            pause()
             rows = slice(start, start + FFN_ROWS)
             inner = attended[rows] @ layer.ffn_in_w
             inner += layer.ffn_in_b
@@ -415,26 +432,20 @@ class BertEncoder:
         layer_norm_(x, self.emb_ln_g, self.emb_ln_b, cfg.layer_norm_eps)
         return x
 
-    def _attention(
-        self, qkv: np.ndarray, layer: _Layer, runs: list[_Run], longest: int
-    ) -> np.ndarray:
-        """Multi-head self-attention and its output projection, (tokens, hidden)."""
-        attended = self._context(qkv, layer, runs, longest) @ layer.out_w
-        attended += layer.out_b
-        return attended
-
     def _context(
-        self, qkv: np.ndarray, layer: _Layer, runs: list[_Run], longest: int
+        self, qkv: np.ndarray, layer: _Layer, runs: list[_Run], pause: Pause = _go_on
     ) -> np.ndarray:
         """Multi-head self-attention's context, (tokens, hidden), from the query, key and value
         projections `qkv` (their bias added in place): each run of equal-length sequences at
-        once, a long sequence a few heads at a time."""
+        once, a long sequence a few heads at a time; `pause` before each run (forward's)."""
         cfg = self.config
+        longest = max(n for _, _, n in runs)
         heads, size = cfg.num_heads, cfg.head_size
         qkv += layer.qkv_b
         shift = longest < SHIFT_FREE_LENGTH or not _exp_cannot_overflow(qkv, heads, size)
         context = np.empty((qkv.shape[0], heads, size), _DTYPE)
         for start, count, n in runs:
+            pause()
             rows = slice(start, start + count * n)
             block = qkv[rows].reshape(count, n, 3, heads, size)
             q = block[:, :, 0].transpose(0, 2, 1, 3)

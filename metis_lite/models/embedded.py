@@ -73,7 +73,8 @@ class EmbeddedEmbedder:
     """An `Embedder` that runs a BERT-family model in this process: `model` names a shipped one
     (default multilingual-e5-small), `path` an e5 .bin file or a model folder (`path` wins).
 
-    Loaded once, when made; `embed` may be called from several threads (one runs at a time).
+    Loaded once, when made; `embed` may be called from several threads: one batch of texts at a
+    time, a question (one short text) at once, beside a batch (batching.BatchRunner).
     `workers`: threads that embed a batch, by default one per core the process may run on.
     """
 
