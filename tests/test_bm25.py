@@ -152,6 +152,18 @@ def test_a_stale_index_answers_nothing_and_fts5_answers_the_same(store, index):
     assert memory(index, store, words, 20) == fts5(store, words, 20) != before
 
 
+def test_an_index_that_has_read_nothing_leaves_fts5_to_answer_until_it_has(store, index):
+    """Made, an index holds nothing and starts no thread (a base searched once): asked, it
+    answers None (FTS5 answers) and starts reading; caught up, it answers what FTS5 does."""
+    write(store, random.Random(5), "a.md")
+    assert index.key == bm25.UNREAD and index._thread is None
+    with store.db:
+        assert index.search(store, ["gpu"], 10) is None
+    assert index._thread is not None and index.wait(store) and index.key != bm25.UNREAD
+    words = list(dict.fromkeys(tokens(" ".join(WORDS))))
+    assert memory(index, store, words, 10) == fts5(store, words, 10) != []
+
+
 def test_a_question_with_no_known_word_and_an_empty_base(store, index):
     assert index.wait(store)
     assert index.search(store, ["gpu"], 10) == []

@@ -301,3 +301,88 @@ def test_removed_rows_never_fill_a_list_longer_than_the_living(store):
     living = dict(zip(keep, vectors[:5], strict=True))
     for n in (4, 5, 6, 8):
         assert [h.chunk_id for h in index.search(query, n)] == brute_force(living, query, n)
+
+
+def test_a_base_read_at_once_answers_as_one_read_in_parts_to_the_bit(store):
+    """The first read of a base keeps its rows as read (no copy); a base whose vectors came in
+    several reads was copied row by row: the same hits, cosines and bound, to the bit, and
+    both take new vectors after."""
+    rng = np.random.default_rng(12)
+    ids = add_document(store, "a.md", 2500)  # more rows than one block of norms
+    vecs = rng.standard_normal((2500, DIM)).astype(np.float32)  # not unit: the norms differ
+    store.put_vectors("m", zip(ids[:900], vecs[:900], strict=True))
+    in_parts = VectorIndex("m")
+    in_parts.sync(store)
+    store.put_vectors("m", zip(ids[900:], vecs[900:], strict=True))
+    in_parts.sync(store)
+    at_once = VectorIndex("m")
+    at_once.sync(store)
+    whole = float(np.sqrt(np.square(vecs, dtype=np.float64).sum(axis=1)).max())
+    assert at_once._norm_max == in_parts._norm_max == whole
+    query = unit(rng, 1)[0]
+    assert at_once.search(query, 40) == in_parts.search(query, 40)
+    assert at_once.cosines(query, ids[::7]) == in_parts.cosines(query, ids[::7])
+    assert at_once.mean_cosine(query) == in_parts.mean_cosine(query)
+    closest = add_document(store, "b.md", 1)[0]
+    store.put_vectors("m", [(closest, 100 * query)])  # the highest product of any
+    for index in (at_once, in_parts):
+        index.sync(store)
+        assert index.search(query, 1)[0].chunk_id == closest and index.count == 2501
+
+
+def test_an_index_that_has_read_nothing_answers_nothing(store):
+    """An index is made empty (a base opened for a search by words reads no vector): before
+    its first sync, and after one of a base without vectors, it lists nothing and knows no
+    cosine, and takes the vectors when they come."""
+    rng = np.random.default_rng(13)
+    index = VectorIndex("m")
+    query = unit(rng, 1)[0]
+    for _ in range(2):
+        assert index.search(query, 5) == [] and index.cosines(query, [1, 2]) == {}
+        assert index.mean_cosine(query) == 0.0 and index.count == 0 and index.dimension is None
+        index.sync(store)
+    ids = add_document(store, "a.md", 30)
+    vecs = unit(rng, 30)
+    store.put_vectors("m", zip(ids, vecs, strict=True))
+    index.sync(store)
+    assert [h.chunk_id for h in index.search(query, 7)] == brute_force(
+        dict(zip(ids, vecs, strict=True)), query, 7
+    )
+
+
+def test_threads_that_make_the_first_read_at_once_make_one_matrix(store, tmp_path):
+    """Several searches' first syncs of one shared index at once, each on its own connection:
+    the first read is made once (under the index's lock), and every thread then gets the list
+    a lone index gives, to the bit."""
+    rng = np.random.default_rng(14)
+    ids = add_document(store, "a.md", 500)
+    store.put_vectors("m", zip(ids, unit(rng, 500), strict=True))
+    query = unit(rng, 1)[0]
+    alone = VectorIndex("m")
+    alone.sync(store)
+    expected = alone.search(query, 20)
+    shared = VectorIndex("m")
+    start = threading.Barrier(4)
+    lists, errors = [], []
+
+    def first_search() -> None:
+        try:
+            with Store(tmp_path / "b.db") as mine:
+                start.wait()
+                shared.sync(mine)
+                lists.append(shared.search(query, 20))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=first_search) for _ in range(4)]
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads take turns as often as they can: races show
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(switch)
+    assert errors == [] and lists == [expected] * 4
+    assert shared.count == 500 and len(shared._matrix) == 500  # read once, never appended twice

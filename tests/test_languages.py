@@ -188,6 +188,7 @@ def test_code_and_names_are_undecided():
 )
 def test_english_only_families(name):
     assert coverage_of(name).reads == languages.ENGLISH
+    assert languages.may_mismatch(name)
 
 
 @pytest.mark.parametrize(
@@ -204,12 +205,14 @@ def test_english_only_families(name):
 def test_multilingual_families(name):
     assert coverage_of(name).reads == languages.MANY
     assert mismatch(profile_of([ARABIC]), name) is None
+    assert not languages.may_mismatch(name)  # so no sample of the base is read for it
 
 
 @pytest.mark.parametrize("name", ["text-embedding-3-small", "tei@http://127.0.0.1:9", "my-model"])
 def test_an_unknown_model_is_never_warned_about(name):
     assert coverage_of(name) is None
     assert mismatch(profile_of([ARABIC]), name) is None
+    assert not languages.may_mismatch(name)
 
 
 def test_the_warning_names_the_script_the_model_and_the_way_out():
@@ -404,3 +407,20 @@ def test_the_profile_is_made_again_only_when_chunks_change(tmp_path, tei, monkey
         base.index()
         assert _codes(base.search("human rights").warnings) == [CODE]
         assert len(made) == 2
+
+
+def test_a_model_that_reads_every_language_reads_no_sample(tmp_path, tei, arabic_folder):
+    """A search and a status by a multilingual model (or one not known) never read the
+    base's languages: they could warn of nothing (a fresh process's search saves the read)."""
+    made = []
+    real = languages.profile_of
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(languages, "profile_of", lambda texts: made.append(1) or real(texts))
+        for model in (E5, "my-model"):
+            with _base(tmp_path / f"{model}.db", tei, model, arabic_folder) as base:
+                assert _codes(base.search("الحق في الحياة").warnings) == []
+                assert CODE not in _codes(base.status().warnings)
+        assert made == []
+        with _base(tmp_path / "minilm.db", tei, MINILM, arabic_folder) as base:
+            assert _codes(base.search("الحق في الحياة").warnings) == [CODE]
+        assert made == [1]

@@ -184,8 +184,19 @@ NOT_FOR_A_SEARCH = (
     "metis_lite.indexing.ingest",
     "metis_lite.models.http",
     "metis_lite.service.serialize",
+    "metis_lite.text.languages",
+    "hashlib",
+    "difflib",
+    "numpy",
+    "metis_lite.parsing",
+    "subprocess",
+    "concurrent",
+    "logging",
 )
-"""What a command-line search by words has no use for (the HTTP stack, the index run, parsers)."""
+"""What a command-line search by words has no use for (the HTTP stack, the index run, parsers,
+the languages of the base, the hash of a fact written, the suggestion of a mistyped option;
+NumPy: FTS5 answers it, and the base's vectors and words are never read into memory; the OCR
+languages' check and its processes; threads for several bases' steps; logging)."""
 
 
 def test_a_search_by_words_imports_nothing_it_does_not_use(tmp_path):
@@ -206,6 +217,33 @@ def test_a_search_by_words_imports_nothing_it_does_not_use(tmp_path):
     found = [m for m in imported if m.split(".")[0] in NOT_FOR_A_SEARCH or m in NOT_FOR_A_SEARCH]
     found += [m for m in imported for n in NOT_FOR_A_SEARCH if m.startswith(n + ".")]
     assert not found, sorted(set(found))
+
+
+def blas_threads(base, env: dict[str, str]) -> int:
+    """The BLAS threads of a fresh process after its command-line search of `base`: NumPy is
+    imported after it (a search by words imports none), as a search by meaning would load it."""
+    script = (
+        "import sys; from metis_lite import cli; from threadpoolctl import threadpool_info;"
+        f"code = cli.main(['search', {str(base)!r}, 'vacation days', '--mode', 'keyword']);"
+        "import numpy;"
+        "print(max(i['num_threads'] for i in threadpool_info() if i['user_api'] == 'blas'),"
+        " file=sys.stderr); sys.exit(code)"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")} | env
+    run = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, timeout=60
+    )
+    assert run.returncode == 0, run.stderr
+    return int(run.stderr.split()[-1])
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one core: BLAS starts one thread")
+def test_a_search_process_starts_one_blas_thread_unless_told_otherwise(tmp_path):
+    base = tmp_path / "w.db"
+    with words_only_base(base, EXAMPLES) as made:
+        made.index()
+    assert blas_threads(base, {}) == 1
+    assert blas_threads(base, {"OPENBLAS_NUM_THREADS": "2"}) == 2  # the user's is kept
 
 
 def test_every_command_is_built_by_its_own_module_alone():

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -100,8 +99,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None, interrupts: Interrupts) -> int:
-    # pypdf logs each repair of a damaged PDF; the index report already names skipped files.
-    logging.getLogger("pypdf").setLevel(logging.ERROR)
     words = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(words[0] if words else None)
     args, extra = parser.parse_known_args(words)

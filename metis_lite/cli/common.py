@@ -9,7 +9,6 @@ did you mean --top-k?) and how to ask a question that starts with `-` (after `--
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
 import re
 import sys
@@ -57,6 +56,8 @@ class Parser(argparse.ArgumentParser):
 
     def unknown_options(self, extra: Sequence[str]) -> NoReturn:
         """Refuse what no option of this command reads, naming the option probably meant."""
+        import difflib  # a command line that is understood never needs it
+
         message = f"unrecognized arguments: {' '.join(extra)}"
         for arg in extra:
             if not arg.startswith("--"):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from typing import Any
 
 from metis_lite.cli.common import add_command, print_json, replaced_text, say, warn
@@ -11,6 +13,13 @@ from metis_lite.settings import FUSIONS, KINDS, MODES, TOP_K, TOP_K_MAX
 
 _NOT_EMBEDDED = {"NO_VECTORS", "EMBEDDING_MODEL_UNAVAILABLE"}
 """Warnings of a search whose question was not embedded: it ran by words only."""
+
+ONE_BLAS_THREAD = {"OPENBLAS_NUM_THREADS": "1"}
+"""Read by OpenBLAS when NumPy loads it: a search process starts no BLAS thread of its own. The
+embedded models run BLAS at one thread anyway (models/batching.py), and the rest of a search
+(one matrix-vector product) does not need two; starting them is ~50 ms of a fresh process's
+NumPy import on the project's 2 cores (more when the machine is busy). A value the user set is
+kept."""
 
 
 def add_parser(commands: Any) -> None:
@@ -77,6 +86,9 @@ def add_parser(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if "numpy" not in sys.modules:  # a process of its own (later, it would change nothing)
+        for name, value in ONE_BLAS_THREAD.items():
+            os.environ.setdefault(name, value)
     from metis_lite.base.core import Base
 
     filters = Filters(

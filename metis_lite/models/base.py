@@ -13,11 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal, Protocol
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from metis_lite.errors import InvalidRequest
+
+if TYPE_CHECKING:  # in annotations only: a search by words never imports NumPy
+    import numpy as np
 
 
 class Embedder(Protocol):

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import json
 import urllib.parse
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from metis_lite.errors import InvalidRequest, ModelAnswerInvalid
+
+if TYPE_CHECKING:  # imported where it computes: a search by words never needs NumPy
+    import numpy as np
 
 URL_SHOWN_CHARS = 200
 """How much of a refused url a message quotes."""
@@ -111,6 +112,8 @@ def checked_indexes(indexes: list[int], n: int, target: str, what: str) -> list[
 
 def matrix_of(rows: Any, target: str) -> np.ndarray:
     """A list of equal-length lists of finite numbers → float64 matrix, else ModelAnswerInvalid."""
+    import numpy as np
+
     if not all(isinstance(row, list) and row for row in rows):
         raise ModelAnswerInvalid(f"{target}: vectors must be non-empty lists of numbers")
     widths = {len(row) for row in rows}

@@ -200,7 +200,8 @@ class UnigramTokenizer:
             else {}
         )
         self._scores = scores
-        self._lowest = (SPECIAL_PIECE.format("lowest"), float(min(scores[first:last])))
+        # NumPy's min, not the builtin's Python loop over 250,000 scores (~25 ms): the same one
+        self._lowest = (SPECIAL_PIECE.format("lowest"), float(np.min(scores[first:last])))
         self._longest = max(map(len, self._ids)) if table is None else table.longest
 
     def encode_batch(self, texts: Sequence[str]) -> list[Encoding]:

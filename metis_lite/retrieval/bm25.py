@@ -24,7 +24,8 @@ FTS5 answers that search and the thread is woken to catch up. A base searched on
 command-line search) is answered by FTS5 alone and never starts the thread, whose reading of
 every chunk would take the one search's CPU and make closing wait for its batch (~0.1-0.3 s at
 12,000 chunks): a Base hands this index to its searches from the second on (base/core.py), and
-`warm` reads it at once. The thread stops when the base closes.
+`warm` reads it at once. The thread stops when the base closes. Until the thread first reads,
+the index holds nothing and has not imported NumPy (a command-line search by words needs none).
 """
 
 from __future__ import annotations
@@ -35,14 +36,16 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-
-import numpy as np
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from metis_lite.records import Hit
 from metis_lite.settings import CONTEXT_WEIGHT, MIN_IDF, TEXT_WEIGHT
 from metis_lite.store import Store
 from metis_lite.text.tokenizer import TEXT_END, words_of
+
+if TYPE_CHECKING:  # imported by what computes with it, all after the thread's first read
+    import numpy as np
 
 K1 = 1.2
 B = 0.75
@@ -65,6 +68,9 @@ MAX_SEGMENTS = 8
 COMPACT_DEAD_FRACTION = 0.25
 """Drop removed chunks' postings when this share of the chunks held is dead."""
 
+UNREAD = (0, -1, -1)
+"""The key of an index that has read nothing yet: no base state has it (chunks count from 0)."""
+
 _NEW_CHUNKS = "SELECT id, text, title, headings FROM chunks WHERE id > ? ORDER BY id LIMIT ?"
 _CHUNK_IDS = "SELECT id FROM chunks WHERE id <= ? ORDER BY id"
 
@@ -80,14 +86,13 @@ class _Segment:
     counts: np.ndarray  # float32
 
     def postings(self, term: int) -> tuple[np.ndarray, np.ndarray] | None:
+        import numpy as np
+
         at = int(np.searchsorted(self.terms, term))
         if at == len(self.terms) or self.terms[at] != term:
             return None
         a, b = self.starts[at], self.starts[at + 1]
         return self.rows[a:b], self.counts[a:b]
-
-
-_EMPTY_INT = np.empty(0, np.int64)
 
 
 @dataclass(frozen=True)
@@ -96,14 +101,14 @@ class _State:
 
     key: tuple[int, int, int]  # (word rules, chunks, last chunk id given)
     vocab: dict[str, int]  # shared by the states of one word rules; only ever grows
-    segments: tuple[_Segment, ...] = ()
-    ids: np.ndarray = field(default_factory=lambda: _EMPTY_INT)  # chunk id of each slot
-    lengths: np.ndarray = field(default_factory=lambda: _EMPTY_INT)  # tokens of each slot
-    contexts: np.ndarray = field(default_factory=lambda: _EMPTY_INT)  # of them, in its context
-    alive: np.ndarray = field(default_factory=lambda: np.empty(0, bool))
+    segments: tuple[_Segment, ...]
+    ids: np.ndarray  # chunk id of each slot
+    lengths: np.ndarray  # tokens of each slot
+    contexts: np.ndarray  # of them, in its context
+    alive: np.ndarray
+    norm: np.ndarray  # K1 (1 - B + B D / avgdl)
     live: int = 0
     tokens: int = 0  # tokens of the live slots
-    norm: np.ndarray = field(default_factory=lambda: np.empty(0))  # K1 (1 - B + B D / avgdl)
     usable: bool = True  # False when its counts are not the FTS5 table's (FTS5 answers)
 
     @property
@@ -119,7 +124,7 @@ class WordIndex:
 
     def __init__(self, connect: Callable[[], Store]) -> None:
         self._connect = connect
-        self._state = _State(key=(0, -1, -1), vocab=_vocabulary())
+        self._state: _State | None = None  # None: the thread has read nothing yet
         self._wanted = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -131,12 +136,13 @@ class WordIndex:
     @property
     def key(self) -> tuple[int, int, int]:
         """(word rules, chunks, last chunk id given) of the base state the index holds."""
-        return self._state.key
+        state = self._state
+        return UNREAD if state is None else state.key
 
     def current(self, store: Store) -> bool:
         """Whether the index holds exactly what `store`'s snapshot holds; wakes the thread
         to catch up when it does not."""
-        if self._state.key == _key_of(store):
+        if self.key == _key_of(store):
             return True
         self.wake()
         return False
@@ -173,8 +179,10 @@ class WordIndex:
         """The n chunks that best match `words` by FTS5's bm25() with keyword.py's column
         weights, best first, ties by chunk id, among the `allowed` chunk ids if given; None
         when the index does not hold what `store`'s snapshot holds (FTS5 must answer)."""
+        import numpy as np
+
         state = self._state
-        if state.key != _key_of(store):
+        if state is None or state.key != _key_of(store):
             self.wake()
             return None
         if not state.usable:
@@ -223,14 +231,17 @@ class WordIndex:
                 store.close()
 
     def _catch_up(self, store: Store) -> None:
+        import numpy as np
+
         with store.db:  # one read transaction: every read below sees one state of the base
             key = _key_of(store)
-            state = self._state
-            if state.key == key:
+            held = self._state
+            if held is not None and held.key == key:
                 return
             version, count, last_id = key
-            if state.key[0] != version:
-                state = _State(key=(version, 0, 0), vocab=_vocabulary())
+            if held is None or held.key[0] != version:  # nothing read yet, or other word rules
+                held = _empty((version, 0, 0))
+            state = held
             old_last = state.key[2]
             ids, lengths, contexts, alive = state.ids, state.lengths, state.contexts, state.alive
             if state.live + _added(store, old_last) != count:  # some were removed
@@ -288,6 +299,14 @@ class WordIndex:
         )
 
 
+def _empty(key: tuple[int, int, int]) -> _State:
+    """A state of no chunk, with a new vocabulary: where the index starts for a word rules."""
+    import numpy as np
+
+    none = np.empty(0, np.int64)
+    return _State(key, _vocabulary(), (), none, none, none, np.empty(0, bool), np.empty(0))
+
+
 def _vocabulary() -> dict[str, int]:
     """Term ids by word; a new word gets the next id (`vocab[word]` adds it); TEXT_END is 0."""
     vocab: defaultdict[str, int] = defaultdict()
@@ -329,11 +348,15 @@ def _added(store: Store, after: int) -> int:
 
 def _norm(lengths: np.ndarray, avgdl: float) -> np.ndarray:
     """K1 · (1 - B + B · D / avgdl) for each slot, as fts5_aux.c orders the operations."""
+    import numpy as np
+
     return K1 * ((1 - B) + (B * lengths.astype(np.float64)) / avgdl)
 
 
 def _postings(state: _State, term: int) -> tuple[np.ndarray, np.ndarray] | None:
     """A term's (slots, weighted counts) over every segment, live slots only; None if none."""
+    import numpy as np
+
     parts = [p for p in (s.postings(term) for s in state.segments) if p is not None]
     if not parts:
         return None
@@ -362,6 +385,8 @@ def _terms(state: _State, words: Sequence[str]) -> list[tuple[float, np.ndarray,
 
 def _weights(state: _State, idf: float, slots: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """A word's share of each of `slots`' scores, each operation in fts5_aux.c's order."""
+    import numpy as np
+
     frequency = counts.astype(np.float64)
     return idf * ((frequency * (K1 + 1.0)) / (frequency + state.norm[slots]))
 
@@ -369,9 +394,11 @@ def _weights(state: _State, idf: float, slots: np.ndarray, counts: np.ndarray) -
 def _scores(state: _State, words: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """(slots that match, their scores), slots ascending: every word's postings at once, each
     slot's shares summed in the question's order from 0.0 (np.bincount adds in input order)."""
+    import numpy as np
+
     terms = _terms(state, words)
     if not terms:
-        return _EMPTY_INT, np.empty(0)
+        return np.empty(0, np.int64), np.empty(0)
     rows = np.concatenate([slots for _, slots, _ in terms])
     shares = np.concatenate([_weights(state, *term) for term in terms])
     scores = np.bincount(rows, weights=shares)
@@ -384,6 +411,8 @@ def _scores_among(
 ) -> tuple[np.ndarray, np.ndarray]:
     """`_scores` for a few allowed slots: each looked up in each word's postings (sorted by
     slot) rather than every posting read; the same sums in the same order."""
+    import numpy as np
+
     scores = np.zeros(len(among))
     for idf, slots, counts in _terms(state, words):
         at = np.minimum(np.searchsorted(slots, among), len(slots) - 1)
@@ -396,6 +425,8 @@ def _scores_among(
 def _slots_of(state: _State, allowed: np.ndarray) -> np.ndarray:
     """The live slots holding one of the `allowed` chunk ids, ascending (slots hold ids in
     ascending order)."""
+    import numpy as np
+
     allowed = np.asarray(allowed, np.int64)
     at = np.minimum(np.searchsorted(state.ids, allowed), len(state.ids) - 1)
     slots = np.unique(at[state.ids[at] == allowed])
@@ -404,6 +435,8 @@ def _slots_of(state: _State, allowed: np.ndarray) -> np.ndarray:
 
 def _best(slots: np.ndarray, scores: np.ndarray, n: int) -> np.ndarray:
     """The n slots of highest score, highest first, ties by slot (= by chunk id)."""
+    import numpy as np
+
     if len(slots) > n:
         cut = np.partition(scores, len(scores) - n)[len(scores) - n]
         keep = scores >= cut  # every tie at the cut, so that the lowest ids win it
@@ -417,6 +450,8 @@ def _segment(
 ) -> tuple[_Segment | None, np.ndarray, np.ndarray]:
     """The postings of chunks read from the base (slots from `first_slot` on), and each one's
     tokens in its text and in its context, as the FTS5 table holds them."""
+    import numpy as np
+
     texts: list[str] = []
     for _id, text, title, headings in batch:
         texts += (text, " ".join((title, *json.loads(headings))))
@@ -438,6 +473,8 @@ def _segment(
 
 def _from_postings(terms: np.ndarray, rows: np.ndarray, counts: np.ndarray) -> _Segment:
     """A segment from postings sorted by term (and by slot within a term)."""
+    import numpy as np
+
     change = np.flatnonzero(np.diff(terms)) + 1
     starts = np.concatenate([[0], change, [len(terms)]]).astype(np.int64)
     return _Segment(
@@ -449,6 +486,8 @@ def _from_postings(terms: np.ndarray, rows: np.ndarray, counts: np.ndarray) -> _
 
 
 def _flat(segment: _Segment) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    import numpy as np
+
     return np.repeat(segment.terms, np.diff(segment.starts)), segment.rows, segment.counts
 
 
@@ -457,6 +496,8 @@ def _merged(segments: Sequence[_Segment]) -> _Segment:
     counted over every segment, then each segment's copied to where its terms' runs go, in
     segment order (so slots stay ascending within a term). No sort, and no temporary larger
     than one segment."""
+    import numpy as np
+
     vocabulary = 1 + max((int(seg.terms[-1]) for seg in segments if len(seg.terms)), default=0)
     per_term = np.zeros(vocabulary, np.int64)
     for seg in segments:
@@ -484,6 +525,8 @@ def _compacted(
 ) -> tuple[list[_Segment], np.ndarray]:
     """The postings of the live slots only, renumbered in order, in one segment; and the
     mask of the slots kept."""
+    import numpy as np
+
     renumber = np.cumsum(alive) - 1
     merged = _merged(segments) if segments else None
     kept: list[_Segment] = []

@@ -1,7 +1,8 @@
 """By meaning: exact cosine between the question and every chunk's vector, held in memory.
 
-The vectors of the base's model are read into one float32 matrix when a base opens (one
-`b"".join`, one `np.frombuffer`) and brought up to date with only what changed when another
+The vectors of the base's model are read into one float32 matrix by the first search by
+meaning (one `b"".join`, one `np.frombuffer`; a base opened and searched by words only never
+reads them, nor imports NumPy) and brought up to date with only what changed when another
 connection writes: new rows appended, removed chunks masked, the matrix compacted when a
 quarter of it is dead. Rows are L2-normalised, so a dot product is the cosine.
 
@@ -21,11 +22,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from metis_lite.records import Hit
 from metis_lite.store import Store
+
+if TYPE_CHECKING:  # imported where it computes: a search by words never imports NumPy
+    import numpy as np
 
 COMPACT_DEAD_FRACTION = 0.25
 """Compact the matrix when this share of its rows belongs to removed chunks."""
@@ -38,6 +41,11 @@ PARTITION_AHEAD = 4
 that fusion makes of the same question (twice as deep each time) are mostly a slice of them:
 one partition of the cosines (~1 ms at 100,000 rows) for two reads."""
 
+NORM_ROWS = 1024
+"""Rows whose norms are summed at once (`_largest_norm`): a float64 block of 3 MB at 384
+dimensions, reused from the allocator, where the whole matrix's at once (37 MB at 12,000 rows)
+is fresh memory to fault in (~6 ms of CPU of a fresh process's first search)."""
+
 ROUNDING = 2.0**-23
 """A float32 dot product of d terms lies within d × ROUNDING × |query| × |row| of the exact one
 (twice float32's unit roundoff per term: whatever order BLAS sums in, with room for the float64
@@ -46,14 +54,18 @@ cannot be among the n best by their exact cosine."""
 
 
 class VectorIndex:
-    """The base's vectors of one model as a matrix, and the exact top-n search over it."""
+    """The base's vectors of one model as a matrix, and the exact top-n search over it.
+
+    Made empty, of nothing but Python's objects: its arrays are made by the first sync that
+    reads a vector (`_append`, under the lock), and every other reader of them looks at them
+    only once `_size` or `_row_of` says they hold a row."""
 
     def __init__(self, model: str) -> None:
         self.model = model
         self._lock = threading.Lock()
-        self._matrix = np.empty((0, 0), dtype=np.float32)
-        self._ids = np.empty(0, dtype=np.int64)
-        self._alive = np.empty(0, dtype=bool)
+        self._matrix: np.ndarray  # (capacity, dimension) float32, made by the first _append
+        self._ids: np.ndarray  # the chunk id of each row (int64)
+        self._alive: np.ndarray  # whether each row is a chunk's vector now (bool)
         self._size = 0
         self._row_of: dict[int, int] = {}
         self._vector_seq = 0
@@ -62,7 +74,7 @@ class VectorIndex:
         self._version = 0  # changes with every change of the rows (the kept cosines' key)
         self._kept: tuple[bytes, int, np.ndarray | None, np.ndarray, np.ndarray | None] | None
         self._kept = None  # the last question's cosines: (query, version, allowed, scores, rows)
-        self._kept_order = np.empty(0, dtype=np.int64)  # their best rows by product, best first
+        self._kept_order: np.ndarray  # their best rows by product, best first (made by _scores)
         self._kept_finite = 0  # how many of the kept cosines are of live rows (finite)
         self._norm_max = 0.0  # the largest norm of a row ever held (ROUNDING's |row|)
         self._cosines_of: tuple[bytes, int] | None = None  # the question `cosines` answered
@@ -98,14 +110,26 @@ class VectorIndex:
                 self._compact()
 
     def _append(self, ids: np.ndarray, blob: np.ndarray) -> None:
+        import numpy as np
+
         dimension = blob.size // 4 // len(ids)
         if self.dimension is None:
             self.dimension = dimension
             self._matrix = np.empty((0, dimension), dtype=np.float32)
+            self._ids = np.empty(0, dtype=np.int64)
+            self._alive = np.empty(0, dtype=bool)
         vectors = blob.view("<f4").reshape(len(ids), dimension)
-        norms = np.sqrt(np.square(vectors, dtype=np.float64).sum(axis=1))
-        self._norm_max = max(self._norm_max, float(norms.max()))
+        self._norm_max = max(self._norm_max, _largest_norm(vectors))
         needed = self._size + len(ids)
+        if self._size == 0 and vectors.dtype == np.float32:
+            # The first read: the blob is the matrix (read-only, exactly full: the next append
+            # grows a copy), not copied (~5 ms of CPU at 12,000 rows, its pages faulted in).
+            row_of = dict(zip(ids.tolist(), range(needed), strict=True))
+            if len(row_of) == needed:  # no chunk twice (as the base holds them)
+                self._matrix, self._ids, self._row_of = vectors, ids, row_of
+                self._alive = np.ones(needed, dtype=bool)
+                self._size = needed
+                return
         if needed > len(self._matrix):
             capacity = max(needed, int(len(self._matrix) * GROWTH), 1024)
             self._matrix = _grown(self._matrix, capacity, self._size)
@@ -123,6 +147,8 @@ class VectorIndex:
         self._size = needed
 
     def _compact(self) -> None:
+        import numpy as np
+
         self._version += 1
         keep = np.flatnonzero(self._alive[: self._size])
         self._matrix = np.ascontiguousarray(self._matrix[keep])
@@ -134,6 +160,8 @@ class VectorIndex:
     def search(self, query: np.ndarray, n: int, *, allowed: np.ndarray | None = None) -> list[Hit]:
         """The n chunks closest to `query` (cosine), best first, among `allowed` chunk ids if
         given: ordered by their exact cosines (`exact_cosines`), ties by the lower chunk id."""
+        import numpy as np
+
         with self._lock:
             if self._size == 0 or n <= 0:
                 return []
@@ -158,6 +186,8 @@ class VectorIndex:
         twice ROUNDING's bound of the n-th of them, summed again one row at a time. The product's
         order is kept PARTITION_AHEAD × as deep as asked, so a deeper read of the same question
         is mostly a slice of it (the lock is held)."""
+        import numpy as np
+
         n = min(n, self._kept_finite)
         if n <= 0:
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64)
@@ -182,6 +212,8 @@ class VectorIndex:
     ) -> tuple[np.ndarray, np.ndarray | None]:
         """(cosine of every row, or of the `allowed` chunks' rows; those rows), the same
         question's kept from its last read while the rows are unchanged (the lock is held)."""
+        import numpy as np
+
         key = query.tobytes()
         kept = self._kept
         if kept is not None and kept[0] == key and kept[1] == self._version and kept[2] is allowed:
@@ -207,6 +239,8 @@ class VectorIndex:
         cosine is the same to the last bit whatever the other chunks, and the one `search`
         lists it with (fusion scores a chunk alike in any window, and in a base alone or among
         several)."""
+        import numpy as np
+
         with self._lock:
             key = (np.asarray(query, dtype=np.float32).tobytes(), self._version)
             if self._cosines_of != key:  # those of the last question are kept, as its scores
@@ -227,6 +261,8 @@ class VectorIndex:
         """The question's mean cosine over every chunk with a vector (its cosine with their
         mean vector): what a chunk unrelated to the question scores in this base; 0.0 when
         no chunk has one."""
+        import numpy as np
+
         with self._lock:
             if not self._row_of:
                 return 0.0
@@ -245,18 +281,40 @@ def exact_cosines(rows: np.ndarray, query: np.ndarray) -> np.ndarray:
     its own (NumPy's pairwise sum along one row depends on that row alone): identical vectors
     get identical cosines wherever they lie in the matrix, and a chunk the same cosine in the
     list by meaning as in fusion's look-ups."""
+    import numpy as np
+
     return np.multiply(rows, query.astype(np.float64), dtype=np.float64).sum(axis=1)
 
 
 def top_n(scores: np.ndarray, n: int) -> np.ndarray:
     """Indexes of the n highest scores, highest first (argpartition, then sort only those)."""
+    import numpy as np
+
     if n >= len(scores):
         return np.argsort(-scores, kind="stable")
     part = np.argpartition(-scores, n - 1)[:n]
     return part[np.argsort(-scores[part], kind="stable")]
 
 
+def _largest_norm(vectors: np.ndarray) -> float:
+    """The largest L2 norm of the rows, each summed in float64: NORM_ROWS rows at a time, the
+    same sums (a row's sum depends on that row alone), the same largest."""
+    import numpy as np
+
+    blocks = range(0, len(vectors), NORM_ROWS)
+    return float(
+        np.max(
+            [
+                np.sqrt(np.square(vectors[a : a + NORM_ROWS], dtype=np.float64).sum(axis=1)).max()
+                for a in blocks
+            ]
+        )
+    )
+
+
 def _grown(matrix: np.ndarray, capacity: int, used: int) -> np.ndarray:
+    import numpy as np
+
     grown = np.empty((capacity, matrix.shape[1]), dtype=np.float32)
     grown[:used] = matrix[:used]
     return grown

@@ -14,8 +14,6 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from metis_lite.records import Filters, Hit, MetisWarning, QuestionWords
 from metis_lite.settings import (
     COMMON_WORD_MIN_CHUNKS,
@@ -27,7 +25,9 @@ from metis_lite.settings import (
 from metis_lite.store import Store, filter_clause
 from metis_lite.text.tokenizer import fts_match, tokens
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # NumPy only where the words in memory answer (bm25.py): FTS5 needs none
+    import numpy as np
+
     from metis_lite.retrieval.bm25 import WordIndex
 
 
@@ -122,6 +122,8 @@ def scores_of(
     if not words or not chunk_ids:
         return {}
     if index is not None:
+        import numpy as np
+
         wanted = np.asarray(sorted(set(chunk_ids)), dtype=np.int64)
         hits = index.search(store, words, len(wanted), allowed=wanted)
         if hits is not None:

@@ -18,7 +18,6 @@ order as text is their order in time; an earlier year is refused.
 
 from __future__ import annotations
 
-import hashlib
 import unicodedata
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
@@ -154,6 +153,8 @@ def add_fact(
                     f"fact {holder.id} is newer with the same key, so it replaces this one; "
                     "this one cannot replace it too (a cycle)"
                 )
+        import hashlib  # a fact written needs it; a search does not (~3 ms of its start)
+
         document_id = store.replace_document(
             source_id=source_id,
             path=f"facts/{new_id}",

@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from metis_lite.records import Filters
 from metis_lite.store.core import StoreCore, one
+
+if TYPE_CHECKING:  # imported where it computes: a search by words never needs NumPy
+    import numpy as np
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,8 @@ class ReadingMixin(StoreCore):
 
     def filtered_chunk_ids(self, filters: Filters) -> np.ndarray:
         """Ids of the chunks the filters keep (sorted)."""
+        import numpy as np
+
         where, params = filter_clause(filters)
         rows = self.db.execute(
             "SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id"

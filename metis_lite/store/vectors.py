@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from metis_lite.records import contextualize
 from metis_lite.store.core import StoreCore, one
+
+if TYPE_CHECKING:  # imported by what computes with it: a search by words never needs NumPy
+    import numpy as np
 
 REMOVALS_KEPT = 1024
 """Rows of the removals log kept when it is pruned (the module says how): a reader that syncs
@@ -35,8 +36,14 @@ PRUNED_KEY = "vector_removals_pruned"
 """The `meta` key of the highest seq pruned from the removals log (absent: none was)."""
 
 
+Digested = tuple[int, "np.ndarray | bytes", bytes]
+"""(chunk id, vector or its float32 blob, digest of what it was embedded from): put_vectors."""
+
+
 def vector_blob(vector: np.ndarray) -> bytes:
     """float32 little-endian, the layout sqlite-vec's functions read."""
+    import numpy as np
+
     return np.ascontiguousarray(vector, dtype="<f4").tobytes()
 
 
@@ -55,18 +62,29 @@ class VectorsMixin(StoreCore):
         )
         return [(r[0], contextualize(r[1], json.loads(r[2]), r[3])) for r in rows]
 
-    def put_vectors(self, model: str, items: Iterable[tuple[int, np.ndarray]]) -> int:
-        """Store vectors for chunks, replacing any earlier one; chunks removed meanwhile are skipped."""
+    def put_vectors(self, model: str, items: Iterable[tuple[int, np.ndarray] | Digested]) -> int:
+        """Store vectors for chunks, replacing any earlier one; chunks removed meanwhile are
+        skipped. An item may carry the digest of what its vector was embedded from (kept in
+        `chunk_digests`: indexing/shared_vectors.py), its vector then a float32 blob already
+        (one copied from a chunk with the same text) or an array."""
         written = 0
         with self._transaction():
-            for chunk_id, vector in items:
+            for chunk_id, vector, *digest in items:
+                blob = vector if isinstance(vector, bytes) else vector_blob(vector)
                 self.db.execute("DELETE FROM vectors WHERE chunk_id = ?", (chunk_id,))
                 self.db.execute(
                     "INSERT INTO vectors (chunk_id, model, embedding)"
                     " SELECT ?, ?, ? WHERE EXISTS (SELECT 1 FROM chunks WHERE id = ?)",
-                    (chunk_id, model, vector_blob(vector), chunk_id),
+                    (chunk_id, model, blob, chunk_id),
                 )
-                written += self.db.changes()
+                inserted = self.db.changes()
+                if inserted and digest:
+                    self.db.execute(
+                        "INSERT INTO chunk_digests (chunk_id, digest) VALUES (?, ?)"
+                        " ON CONFLICT (chunk_id) DO UPDATE SET digest = excluded.digest",
+                        (chunk_id, digest[0]),
+                    )
+                written += inserted
             self._prune_removals()
         return written
 
@@ -89,6 +107,8 @@ class VectorsMixin(StoreCore):
         """(chunk ids, float32 blob bytes joined, last seq) of `model`'s vectors written after
         `seq`. One `b"".join` and one `np.frombuffer` by the caller: no per-row arrays (a
         100,000-chunk base loads in one copy)."""
+        import numpy as np
+
         rows: list[Any] = self.db.execute(
             "SELECT seq, chunk_id, embedding FROM vectors WHERE seq > ? AND model = ? ORDER BY seq",
             (seq, model),
@@ -155,6 +175,8 @@ class VectorsMixin(StoreCore):
         highest = int(row[0]) if row else 0
         if highest <= 0:
             return []
+        import numpy as np
+
         kept = np.fromiter(
             (r[0] for r in self.db.execute("SELECT chunk_id FROM vectors")), dtype=np.int64
         )

@@ -275,6 +275,16 @@ def coverage_of(model_name: str) -> Coverage | None:
     return next((row for row in COVERAGE if row.pattern.search(lowered)), None)
 
 
+def may_mismatch(model_name: str) -> bool:
+    """Whether `mismatch` can warn about the named model at all: not for one that reads every
+    script and language, nor one we do not know, so a search by such a model reads no sample
+    of the base (Base's language cache: ~25 ms of CPU of a fresh process's first search)."""
+    coverage = coverage_of(model_name)
+    return coverage is not None and (
+        coverage.reads.scripts is not None or coverage.reads.latin is not None
+    )
+
+
 def unread(profile: Profile, reads: Reads) -> dict[str, int]:
     """Letters a model does not read, by part: a script, or a Latin-script language."""
     parts = {
