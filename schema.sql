@@ -75,6 +75,30 @@ CREATE TABLE IF NOT EXISTS chunk_places (
   ocr      INTEGER NOT NULL DEFAULT 0  -- 1: read from an image of the page (Tesseract)
 );
 
+-- Files whose bytes are those of an indexed document of the same kind (schema version 4):
+-- listed here as its copies, never parsed, cut or embedded again (docs/indexing.md, "Copies").
+-- A copy whose file changes becomes a document of its own; a document removed or changed
+-- hands its row, chunks and vectors to its first copy, which takes its place.
+CREATE TABLE IF NOT EXISTS document_copies (
+  source_id   INTEGER NOT NULL REFERENCES sources(id) ON DELETE CASCADE,
+  path        TEXT NOT NULL,       -- inside its source, as documents.path
+  document_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,  -- the original
+  size        INTEGER NOT NULL,
+  mtime       REAL,
+  PRIMARY KEY (source_id, path)
+);
+CREATE INDEX IF NOT EXISTS copies_by_document ON document_copies(document_id);
+CREATE INDEX IF NOT EXISTS documents_by_hash ON documents(content_hash);
+
+-- What each vector was embedded from (schema version 4): the sha256 of the text the model was
+-- given (the document prefix, title, headings and text). A chunk whose text has a digest here
+-- with a vector of the run's model gets that vector, copied, and is not embedded again.
+CREATE TABLE IF NOT EXISTS chunk_digests (
+  chunk_id INTEGER PRIMARY KEY REFERENCES chunks(id) ON DELETE CASCADE,
+  digest   BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS chunks_by_digest ON chunk_digests(digest);
+
 -- Words of each chunk (rowid = chunks.id): its text, and its title and headings as context.
 -- 'metis 2' names the word rules (tokenizer.py): version 2 makes CJK bigrams and keeps marks in
 -- words. A base of schema version 1 has tokenize='metis' (version 1) until `index` rebuilds it.

@@ -1,9 +1,11 @@
 """How soon a saved change is found by words under `metis-lite index BASE --watch`.
 
     python benchmarks/bench_watch.py [--chunks 10000] [--edits 50] [--pause 0.6] [--work DIR]
-                                     [--out FILE]
+                                     [--small-files N] [--out FILE]
 
-Writes a generated corpus (gencorpus.py: Markdown files of 100 ~800-character sections), starts
+Writes a generated corpus (gencorpus.py: Markdown files of 100 ~800-character sections; with
+--small-files N, instead, N files of one short paragraph each, 1,000 a folder: a big folder,
+where a walk of every file would cost each save), starts
 `metis-lite index BASE FOLDER --watch` on it in a process of its own (keyword-only: its
 embedding model is a dead URL, so a run is the words alone), waits for its "watching" line,
 then `--edits` times: one file gets a new section holding a word found nowhere else, saved as
@@ -14,9 +16,9 @@ the watcher's RUN_GAP_S, at most two runs a second, shows). Each edit's seconds,
 searchable, give p50 and p95 (the aim: p95 within 2 s). The watcher's run lines are counted
 too: about one run an edit.
 
-The time is the watcher's batch (STEP_MS of quiet after the rename), the run (the folder
-walked and stat'ed, the one file read, parsed, chunked and written) and the search's own
-answer; on 2 cores shared with other work, each grows.
+The time is the watcher's batch (STEP_MS of quiet after the rename), the run (the batch's
+paths listed, indexing/changed.py; the one file read, parsed, chunked and written) and the
+search's own answer; on 2 cores shared with other work, each grows.
 """
 
 from __future__ import annotations
@@ -53,18 +55,35 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
 
 
+def write_small_files(folder: Path, count: int, vocab: Vocabulary) -> None:
+    """`count` Markdown files of a heading and 40 words each, 1,000 a folder."""
+    words = vocab.draw(40 * count + 3 * count)
+    for n in range(count):
+        sub = folder / f"part{n // 1000:03d}"
+        sub.mkdir(exist_ok=True)
+        at = 43 * n
+        text = " ".join(words[at + 3 : at + 43])
+        (sub / f"note{n:06d}.md").write_text(
+            f"# {' '.join(words[at : at + 3])}\n\n{text}.\n", encoding="utf-8"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chunks", type=int, default=10_000)
     parser.add_argument("--edits", type=int, default=50)
     parser.add_argument("--pause", type=float, default=0.6)
     parser.add_argument("--work", type=Path)
+    parser.add_argument("--small-files", type=int, default=0)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="bench-watch-"))
     folder = work / "corpus"
     folder.mkdir(parents=True, exist_ok=True)
-    write_corpus(folder, chunks=args.chunks, vocab=Vocabulary(seed=7))
+    if args.small_files:
+        write_small_files(folder, args.small_files, Vocabulary(seed=7))
+    else:
+        write_corpus(folder, chunks=args.chunks, vocab=Vocabulary(seed=7))
     files = sorted(folder.rglob("*.md"))
     base_path = work / "watch.db"
     lines: list[str] = []
@@ -115,7 +134,7 @@ def main() -> None:
         proc.wait()
     runs = [line for line in lines if re.match(r"watching \S+: run \d+", line)]
     figures = {
-        "chunks": args.chunks,
+        "chunks": args.chunks if not args.small_files else args.small_files,
         "files": len(files),
         "edits": args.edits,
         "pause_s": args.pause,
@@ -129,7 +148,7 @@ def main() -> None:
     verdict = "PASS" if figures["p95_s"] <= AIM_S else "MISS"
     print(
         f"save → searchable by words, {args.edits} edits {args.pause:g} s apart, of {len(files)} files "
-        f"({args.chunks:,} chunks): p50 {figures['p50_s']:.3f} s, p95 {figures['p95_s']:.3f} s,"
+        f"({figures['chunks']:,} chunks): p50 {figures['p50_s']:.3f} s, p95 {figures['p95_s']:.3f} s,"
         f" max {figures['max_s']:.3f} s ({verdict}: aim ≤ {AIM_S:g} s); "
         f"{figures['runs_after_start']} runs after the first; first run + watch "
         f"{figures['first_run_s']:.1f} s; load {figures['load']:.2f}"

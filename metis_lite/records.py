@@ -235,3 +235,6 @@ class SourceInfo:
     ocr_languages: str = ""
     """The languages OCR reads its scanned pages and images in (`--ocr-languages eng+deu`);
     "": the language packs installed."""
+    copies: int = 0
+    """Its files that are byte for byte a document indexed already (of this source or
+    another), listed as copies of it rather than indexed again."""

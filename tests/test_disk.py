@@ -371,8 +371,10 @@ def test_a_damaged_base_file_is_refused_clearly_by_every_command(tmp_path, comma
     assert not (tmp_path / "copy.db").exists()
 
 
-@pytest.mark.parametrize("command", ["search", "status", "copy"])
+@pytest.mark.parametrize("command", ["search", "copy"])
 def test_a_base_damaged_inside_is_refused_when_the_damage_is_read(tmp_path, command):
+    # (`status` and `sources` count chunks by an index, and read no passage's text when the
+    # model reads every language: they never reach the damaged page, and say the counts.)
     base_file = small_base(tmp_path)
     garble_chunks(base_file)
     before = base_file.read_bytes()

@@ -346,3 +346,69 @@ def test_a_tiff_of_several_pages_is_cited_by_page():
     document = image.parse(data, name="sheets", ocr_languages="eng")
     assert [(s.page, s.ocr) for s in document.sections] == [(1, True), (2, True)]
     assert "wombats" in document.sections[0].text and "quokkas" in document.sections[1].text
+
+
+def test_a_long_scan_says_each_page_it_reads_in_order(tmp_path, card):
+    """Each page OCR is about to read reaches the run's progress, in order, whether the file is
+    parsed in the indexer or by a worker process (and PDFium's worker under it); the progress
+    line names the page and the file."""
+    from metis_lite.cli.progress import IndexProgress
+    from metis_lite.indexing.parse_pool import ParseJob, ParsePool
+
+    typed = "A typed page between the scans, about the quarterly budget. " + LONG
+    data = pdf_of(card, typed, card, card)  # pages 1, 3 and 4 are scans
+    (tmp_path / "docs" / "scans").mkdir(parents=True)
+    (tmp_path / "docs" / "scans" / "book.pdf").write_bytes(data)
+    told: list[tuple[str, int, int]] = []
+
+    def progress(stage: str, done: int, total: int) -> None:
+        if stage.startswith("ocr "):
+            told.append((stage, done, total))
+
+    with words_only_base(tmp_path / "kb.db", tmp_path / "docs") as base:
+        assert base.index(progress=progress, workers=1).added == 1  # parsed in the indexer
+    expected = [("ocr scans/book.pdf", page, 4) for page in (1, 3, 4)]
+    assert told == expected
+
+    pages: list[tuple[str, int, int]] = []
+    job = ParseJob("scans/book.pdf", "pdf", data, 800, ocr_languages="eng")
+    with ParsePool(2, lambda name, page, of: pages.append((name, page, of))) as pool:
+        parsed = pool.submit(job).result()  # by a worker process
+    assert parsed.refused is None and parsed.chunks
+    assert pages == [("scans/book.pdf", p, 4) for p in (1, 3, 4)]
+
+    line = IndexProgress("kb.db", terminal=False)
+    line("files", 0, 1)
+    line("ocr scans/book.pdf", 37, 2000)
+    assert line.line().endswith("OCR page 37 of 2,000 of scans/book.pdf")
+
+
+def test_an_icon_is_left_out_unsaid_without_starting_tesseract(tmp_path, card, monkeypatch):
+    """A documentation tree's icons (16 × 16, a 200 × 11 rule) are too small to hold text:
+    refused from their header, before Tesseract starts, and a run says nothing of them; a
+    line of text 12 pixels high is still read."""
+    icon, rule, line = png(b"\x80" * 256, 16, 16), png(b"\0" * 2200, 200, 11), (120, 12)
+    started: list[int] = []
+    real = ocr.read
+
+    def counted(data, languages, **options):
+        started.append(len(data))
+        return real(data, languages, **options)
+
+    monkeypatch.setattr(ocr, "read", counted)
+    for small in (icon, rule):
+        with pytest.raises(ParseError) as refused:
+            image.parse(small, name="icon", ocr_languages="eng")
+        assert refused.value.message.startswith(ocr.TOO_SMALL)
+    assert started == []
+    with pytest.raises(ParseError, match="OCR found no text"):  # read: tesseract started
+        image.parse(png(b"\xff" * (line[0] * line[1]), *line), name="line", ocr_languages="eng")
+    assert len(started) == 1
+
+    (tmp_path / "docs" / "_static").mkdir(parents=True)
+    for n, name in enumerate(("file.png", "plus.png", "minus.png")):
+        (tmp_path / "docs" / "_static" / name).write_bytes(png(bytes([n]) * 121, 11, 11))
+    (tmp_path / "docs" / "card.png").write_bytes(card)
+    with words_only_base(tmp_path / "kb.db", tmp_path / "docs") as base:
+        report = base.index()
+    assert report.added == 1 and report.skipped == () and said(report) == []

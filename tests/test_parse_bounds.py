@@ -170,13 +170,13 @@ def test_a_stopped_worker_costs_only_the_file_it_held(tmp_path, monkeypatch):
     stopped: list[int] = []
     real_parse = parse_pool._Worker.parse
 
-    def parse_stopping(worker: parse_pool._Worker, job: ParseJob, deadline_s: float):
+    def parse_stopping(worker: parse_pool._Worker, job: ParseJob, deadline_s: float, *told):
         if job.name == "stuck.md" and not stopped:
             pid = worker.process.pid
             assert pid in children(os.getpid())
             os.kill(pid, signal.SIGSTOP)
             stopped.append(pid)
-        return real_parse(worker, job, deadline_s)
+        return real_parse(worker, job, deadline_s, *told)
 
     monkeypatch.setattr(parse_pool._Worker, "parse", parse_stopping)
     outcome: dict = {}

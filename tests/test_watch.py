@@ -276,14 +276,14 @@ def test_which_changes_ask_for_a_run(tmp_path):
     }
     for name, expected in reads.items():
         change = deleted if name.startswith("gone") else added
-        got = relevance.count([(change, str(tmp_path / name))]) == 1
+        got = relevance.read([(change, str(tmp_path / name))])[0] == 1
         assert got == expected, name
     file_root = Root("one", tmp_path / "a.md", file=True)
     only = watch._Relevance(file_root, frozenset())
-    assert only.count([(added, str(tmp_path / "a.md")), (added, str(tmp_path / "b.md"))]) == 1
+    assert only.read([(added, str(tmp_path / "a.md")), (added, str(tmp_path / "b.md"))])[0] == 1
     saved = [(deleted, str(tmp_path / "a.md.tmp")), (added, str(tmp_path / "a.md"))]
-    assert relevance.count(saved) == 1  # a save by rename: one change
-    assert relevance.count([(deleted, str(tmp_path / "x")), (deleted, str(tmp_path / "y"))]) == 1
+    assert relevance.read(saved) == (1, frozenset(p for _, p in saved))  # a save by rename
+    assert relevance.read([(deleted, str(tmp_path / "x")), (deleted, str(tmp_path / "y"))])[0] == 1
 
 
 def test_a_network_mount_is_named(tmp_path):
@@ -363,12 +363,20 @@ with Base(sys.argv[1]) as base:
 """
 
 
-def test_serve_follows_its_sources(tmp_path):
+def test_serve_follows_its_sources(tmp_path, monkeypatch):
     """`serve`'s indexer is woken by its sources' changes, long before its --poll (the full
-    rescan's interval) comes round."""
+    rescan's interval) comes round, for a pass of the paths that changed (no walk)."""
     import httpx
     from conftest import words_only_base
     from serving import served
+
+    from metis_lite.indexing import changed
+
+    walked: list[Path] = []
+    real = changed.walk
+    monkeypatch.setattr(
+        changed, "walk", lambda root, *a, **o: walked.append(root) or real(root, *a, **o)
+    )
 
     folder = tmp_path / "docs"
     folder.mkdir()
@@ -388,12 +396,14 @@ def test_serve_follows_its_sources(tmp_path):
             assert time.monotonic() < deadline, logs
             time.sleep(0.05)
         time.sleep(0.5)  # the watch begins
+        walks = len(walked)  # the index above, and serve's first pass
         started = time.monotonic()
         (folder / "second.md").write_text("a banana\n")
         while not found("banana"):
             assert time.monotonic() - started < FOUND_WITHIN_S, logs
             time.sleep(0.05)
         print(f"serve: a new file searchable after {time.monotonic() - started:.2f} s")
+        assert walked == [folder] * walks  # the change's pass walked nothing
 
 
 def test_a_file_changing_faster_than_the_debounce(watching):
@@ -447,3 +457,137 @@ def test_an_unmounted_folder_holds_the_runs(tmp_path):
             assert running.stop()[0] == 130
     finally:
         subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+
+
+MANY = 3000
+"""Files of the source a batch's run must not walk (a few thousand: a walk would stat them
+all; the listing of a batch stats its own paths alone)."""
+
+
+@pytest.fixture
+def many(tmp_path, monkeypatch):
+    """A words-only base of MANY small files, indexed; then walking the source fails the test
+    unless `walks` is allowed (each walk counted)."""
+    from conftest import words_only_base
+
+    from metis_lite.indexing import changed
+
+    folder = tmp_path / "docs"
+    for n in range(MANY):
+        sub = folder / f"part{n // 500}"
+        sub.mkdir(parents=True, exist_ok=True)
+        (sub / f"f{n:04}.txt").write_text(f"file number {n} word{n}\n")
+    (folder / ".gitignore").write_text("*.tmp.md\n")
+    base = words_only_base(tmp_path / "kb.db", folder)
+    assert base.index().added == MANY
+    walked: list[Path] = []
+    real = changed.walk
+
+    def walk(root, *args, **options):
+        walked.append(root)
+        return real(root, *args, **options)
+
+    monkeypatch.setattr(changed, "walk", walk)
+    try:
+        yield base, folder, walked
+    finally:
+        base.close()
+
+
+def batch_run(base, *paths: Path):
+    """The run of a watch batch that names `paths` (absolute), of source docs."""
+    return base.index(only={"docs": frozenset(str(p) for p in paths)})
+
+
+def found(base, word: str) -> list[str]:
+    return [r.citation.document for r in base.search(word, mode="keyword").results]
+
+
+def test_a_batch_reads_its_paths_without_walking_the_folder(many):
+    base, folder, walked = many
+    edited = folder / "part3" / "f1600.txt"
+    edited.write_text("file number 1600 apricot\n")
+    report = batch_run(base, edited)
+    assert (report.added, report.updated, report.removed, report.unchanged) == (0, 1, 0, 0)
+    assert walked == [] and found(base, "apricot") == ["part3/f1600.txt"]
+    assert found(base, "word1601") == ["part3/f1601.txt"]  # the others kept as they were
+
+    gone = folder / "part0" / "f0007.txt"  # deleted: its document leaves the base
+    gone.unlink()
+    assert batch_run(base, gone).removed == 1 and found(base, "word7") == []
+
+    old, new = folder / "part1" / "f0500.txt", folder / "part1" / "renamed.txt"
+    os.replace(old, new)  # renamed: the document moves
+    report = batch_run(base, old, new)
+    assert (report.added, report.removed) == (1, 1)
+    assert found(base, "word500") == ["part1/renamed.txt"]
+
+    ignored = folder / "draft.tmp.md"  # named, but the folder's rules leave it out
+    ignored.write_text("a blueberry draft\n")
+    hidden = folder / ".hidden.md"
+    hidden.write_text("a blueberry secret\n")
+    report = batch_run(base, ignored, hidden)
+    assert report.added == 0 and found(base, "blueberry") == []
+
+    shutil.rmtree(folder / "part5")  # a folder deleted: its documents go, nothing walked
+    assert batch_run(base, folder / "part5").removed == 500
+    assert found(base, "word2999") == [] and walked == []
+    report = base.index()  # a full run finds nothing the batches missed
+    assert (report.added, report.updated, report.removed, report.unchanged) == (0, 0, 0, MANY - 501)
+
+
+def test_an_ignore_file_or_a_folder_in_a_batch_walks_the_source(many):
+    base, folder, walked = many
+    (folder / ".gitignore").write_text("*.tmp.md\npart0/\n")  # edited: re-applied everywhere
+    report = batch_run(base, folder / ".gitignore")
+    assert walked == [folder] and report.removed == 500 and found(base, "word3") == []
+    moved_in = folder / "new"  # a folder moved in: its files made no event of their own
+    (folder.parent / "outside").mkdir()
+    (folder.parent / "outside" / "a.md").write_text("a cherry\n")
+    os.replace(folder.parent / "outside", moved_in)
+    assert batch_run(base, moved_in).added == 1 and found(base, "cherry") == ["new/a.md"]
+    assert walked == [folder, folder]
+
+
+def test_a_batch_names_its_paths(tmp_path):
+    (tmp_path / "docs").mkdir()
+    watcher = Watcher(tmp_path / "kb.db", say=lambda line: None)
+    try:
+        watcher.follow([Root("docs", tmp_path / "docs")])
+        time.sleep(0.2)  # the watch begins
+        saved = tmp_path / "docs" / "a.md"
+        aside = tmp_path / "docs" / "a.md.tmp"
+        aside.write_text("a")
+        os.replace(aside, saved)
+        batch = watcher.wait(FOUND_WITHIN_S)
+        assert batch is not None
+        batch = watcher.join(batch)
+        paths = batch.only["docs"]  # the save (its temporary file, perhaps: a deletion)
+        assert list(batch.only) == ["docs"] and str(saved) in paths, batch
+        assert paths <= {str(saved), str(aside)}, batch
+    finally:
+        watcher.stop()
+    x, y = frozenset({"x"}), frozenset({"y"})  # batches joined: a source read whole stays so
+    assert watch.joined({"a": x, "b": None}, {"a": y, "b": y, "c": None}) == {
+        "a": x | y,
+        "b": None,
+        "c": None,
+    }
+
+
+def test_a_page_read_alone_loses_its_site_title_as_the_others_did(tmp_path):
+    """The title suffix a site's pages share ("… — Guide") is cut from a page a batch reads
+    alone: found from the source's pages as indexed, not from the batch's one page."""
+    from conftest import words_only_base
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    page = "<html><head><title>{} — Guide</title></head><body><p>{}</p></body></html>"
+    for name in ("intro", "setup", "usage"):
+        (folder / f"{name}.html").write_text(page.format(name.title(), f"the {name} page"))
+    with words_only_base(tmp_path / "kb.db", folder) as base:
+        base.index()
+        (folder / "setup.html").write_text(page.format("Setup", "the setup page, a melon"))
+        assert batch_run(base, folder / "setup.html").updated == 1
+        (answer,) = base.search("melon", mode="keyword").results
+        assert answer.citation.title == "Setup"

@@ -35,11 +35,11 @@ from metis_lite.settings import FUSION, TOP_K
 from metis_lite.store import IndexerLock, Store
 from metis_lite.store.pool import StorePool, ThreadStore
 from metis_lite.store.spec import DEFAULT_SPEC, BaseSpec, parse_spec, spec_changes
-from metis_lite.text import languages
 
 if TYPE_CHECKING:  # imported where needed: a search runs no index (~70 ms), reads no copy
     from metis_lite.copies import publish
     from metis_lite.indexing import ingest
+    from metis_lite.text import languages
 
 __all__ = ["DEFAULT_SPEC", "Base", "BaseStatus", "SourceInfo"]
 
@@ -329,16 +329,15 @@ class Base(Guards):
         progress: ingest.Progress | None = None,
         workers: int | None = None,
         stop: threading.Event | None = None,
+        only: Mapping[str, frozenset[str] | None] | None = None,
     ) -> ingest.IndexReport:
-        """Index every source again (only what changed), each document searchable by words
-        once written, and embed chunks lacking a vector alongside (ingest.index does the run
-        and its report). `workers`: cores the run uses (parse processes, and the embedded
-        model's threads), by default the Base's `workers`. `stop`, once set (a signal handler,
-        another thread), ends the run between two transactions: its report says `interrupted`.
-
-        Refused with BASE_BUSY while another process indexes this base. Runs on its own
-        connection, so searches on this Base see only whole documents meanwhile.
-        """
+        """Index the sources again, only what changed (ingest.index; `only`: a watch batch's paths
+        alone), each document searchable by words once written, chunks embedded alongside.
+        `workers`: cores the run uses (parse processes, the embedded model's threads; default the
+        Base's); `stop`, once set (a signal handler, another thread), ends it between two
+        transactions: its report says `interrupted`. BASE_BUSY while another process indexes this
+        base. Runs on its own connection: searches on this Base see only whole documents
+        meanwhile."""
         from metis_lite.indexing import ingest
 
         workers = ingest.check_workers(workers)
@@ -362,6 +361,7 @@ class Base(Guards):
                     progress=progress,
                     workers=self.workers if workers is None else workers,
                     stop=stop,
+                    only=only,
                 )
             finally:
                 for model in own:

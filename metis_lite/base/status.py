@@ -6,15 +6,17 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from metis_lite.errors import ModelError
 from metis_lite.records import MetisWarning, SourceInfo
 from metis_lite.retrieval import keyword
 from metis_lite.store import Publication, Store
 from metis_lite.store.spec import BaseSpec
-from metis_lite.text import languages
 from metis_lite.text.chunking import CHUNKS_OUTDATED
+
+if TYPE_CHECKING:  # imported where needed: a search by words reads no languages
+    from metis_lite.text import languages
 
 LANGUAGE_SAMPLE_CHUNKS = 256
 """Chunks read to judge a base's languages: a share's error is then under ±3 points (√(¼/256)),
@@ -59,6 +61,8 @@ class LanguageCache:
         self._profile: tuple[tuple[int, int], languages.Profile] | None = None
 
     def profile(self, store: Store) -> languages.Profile:
+        from metis_lite.text import languages
+
         generation = store.chunks_generation()
         with self._lock:
             if self._profile is None or self._profile[0] != generation:
@@ -69,7 +73,11 @@ class LanguageCache:
     def warning(self, store: Store, spec: BaseSpec) -> MetisWarning | None:
         """MODEL_LANGUAGE_MISMATCH when most of the base is text its embedding model does not
         read (languages.py); judged by the model's name, without loading or calling it."""
+        from metis_lite.text import languages
+
         model = spec.embedding.get("model") or spec.model_label
+        if not languages.may_mismatch(model):  # none to say, whatever the sample
+            return None
         return languages.mismatch(self.profile(store), model)
 
 

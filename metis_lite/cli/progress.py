@@ -12,6 +12,10 @@ figures final: a log does not end on the last interval's):
 
     indexing docs.db: files 265/530 · chunks 5,960 (2,210/s) · vectors 96/5,960 (12.1/s) · ETA 8 min
 
+While a scanned PDF is read by OCR, a page at a time, the page it reads is said too (`OCR
+page 37 of 2,000 of scans/book.pdf`), for OCR_SHOWN_S after it was told: a long scan is
+seen going on, not stuck at one file.
+
 The figures are the run's own (ingest.py's progress callback, pipeline.py's stages): files
 done of those the sources hold, chunks written, vectors written of the chunks that wait for
 one. Rates are over the run so far; the ETA is the later of the words pass's end (files left
@@ -45,6 +49,13 @@ least this often while it does not (so rates and the ETA stay current)."""
 BAR_WIDTH = 20
 """Characters of the bar on a terminal."""
 
+OCR_STAGE = "ocr "
+"""The stage of a page OCR reads next, the file's name after it (pipeline.Progress)."""
+
+OCR_SHOWN_S = 10.0
+"""A page OCR reads is said for this long after it was told, or until the next is (a page
+takes ~1 s: docs/parsing.md): once a file's OCR ends, its last page leaves the line."""
+
 
 class IndexProgress:
     """The progress callback of one index run (`progress(stage, done, total)`) and what shows
@@ -76,6 +87,7 @@ class IndexProgress:
         self.vectors: tuple[int, int] | None = None  # (written, written + waiting) when told
         self._chunks_at_vectors = 0  # chunks written when the vectors were last told
         self._files_told = False
+        self.ocr: tuple[str, int, int, float] | None = None  # (file, page, pages, told at)
 
     def __call__(self, stage: str, done: int, total: int) -> None:
         with self._lock:
@@ -87,6 +99,8 @@ class IndexProgress:
             elif stage == "vectors":
                 self.vectors = (done, total)
                 self._chunks_at_vectors = self.chunks
+            elif stage.startswith(OCR_STAGE):
+                self.ocr = (stage[len(OCR_STAGE) :], done, total, self._clock())
         if self.terminal and self._files_told and self._clock() - self._drawn >= REDRAW_S:
             self._draw()
 
@@ -123,6 +137,7 @@ class IndexProgress:
         with self._lock:
             (files_done, files_total), chunks = self.files, self.chunks
             vectors = self._vectors_now()
+            ocr = self.ocr
         elapsed = max(now - self._started, 1e-6)
         parts = [f"files {files_done:,}/{files_total:,}"]
         words_left = files_total - files_done
@@ -149,6 +164,8 @@ class IndexProgress:
             parts.append(f"ETA {_duration(eta)}")
         elif eta is None and words_eta is not None and words_eta >= 1:
             parts.append(f"words done in {_duration(words_eta)}")
+        if ocr is not None and now - ocr[3] < OCR_SHOWN_S:
+            parts.append(f"OCR page {ocr[1]:,} of {ocr[2]:,} of {ocr[0]}")
         return " · ".join(parts)
 
     def _vectors_now(self) -> tuple[int, int] | None:

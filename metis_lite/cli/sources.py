@@ -62,7 +62,8 @@ def run_status(args: argparse.Namespace) -> int:
     elif status.read_only:
         say("  read-only: nothing is written to it (no indexing, no facts, no search counts)")
     say(
-        f"  documents {status.documents} · chunks {status.chunks} · without a vector "
+        f"  documents {status.documents}{_copies(sum(s.copies for s in status.sources))} · "
+        f"chunks {status.chunks} · without a vector "
         f"{status.chunks_without_vector}"
     )
     say(f"  kinds: {', '.join(f'{k} {n}' for k, n in status.kinds.items()) or 'none'}")
@@ -87,6 +88,11 @@ def run_status(args: argparse.Namespace) -> int:
     for warning in status.warnings:
         warn(f"warning: {warning.code}: {warning.message}")
     return 0
+
+
+def _copies(copies: int) -> str:
+    """Files held as copies of a document (store/document_copies.py), said when there are any."""
+    return f" (+ {copies} {'copy' if copies == 1 else 'copies'})" if copies else ""
 
 
 def _rules(source: SourceInfo) -> str:
@@ -121,7 +127,8 @@ def run_sources(args: argparse.Namespace) -> int:
         say(
             f"{source.name}: {source.path or '(notes: the base’s facts)'}"
             f"{' (a file)' if source.kind == 'file' else ''} · "
-            f"{source.documents} documents · {source.chunks} chunks{_rules(source)}"
+            f"{source.documents} documents{_copies(source.copies)} · {source.chunks} chunks"
+            f"{_rules(source)}"
         )
     if not sources:
         warn(f"{args.base} has no source yet")

@@ -1,8 +1,9 @@
 """`metis-lite index BASE --watch`: index, then keep indexing what changes, until Ctrl-C.
 
 The sources are watched (indexing/watch.py) from before the first run, so nothing changed
-during it is missed; each batch of changes is one ordinary run (incremental: only what changed
-is read again), and a full rescan every --rescan seconds catches what no event said. Each run
+during it is missed; each batch of changes is one run of the paths it names (listed alone, not
+walked: indexing/changed.py), and a full rescan every --rescan seconds walks every source,
+catching what no event said. Each run
 is one line on stderr, with when the last event and the last rescan were:
 
     watching kb.db: run 3 (2 changes): 0 added, 2 updated, 0 removed, 41 unchanged (0.08 s) · last event 14:02:11 · last rescan 13:55:40
@@ -105,6 +106,7 @@ def follow(base: Any, path: Path, args: argparse.Namespace, progress: Any) -> in
             f"every {rescan_s:g} s; Ctrl-C ends"
         )
         due: str | None = None  # why a run is due: a batch of changes, or "rescan"
+        only: dict[str, frozenset[str] | None] | None = None  # a batch's paths, by source
         rescan_at = time.monotonic() + rescan_s
         ended = time.monotonic()
         while True:
@@ -116,11 +118,12 @@ def follow(base: Any, path: Path, args: argparse.Namespace, progress: Any) -> in
                 if batch is not None and batch.changes:
                     log.last_event = batch.at
                 due = "rescan" if batch is None else _why(batch)
+                only = None if batch is None else batch.only
             if watcher.unmounted:  # a run would empty it: none until it is back
                 rescan_at, due = time.monotonic() + rescan_s, None
                 continue
             try:
-                report = index()
+                report = index(only=only)
             except BaseBusy as exc:  # another process indexes it: this run waits its turn
                 log.once(f"{path}: {exc.message}; the run waits for it")
                 time.sleep(BUSY_RETRY_S)

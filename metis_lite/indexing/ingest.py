@@ -1,18 +1,18 @@
 """Document → chunks → index: one indexing run of a base, and its report (`index`).
 
-A run lists each source (walk.py: a folder's files but those its rules exclude, ignore.py;
-a file source's one file), then reads what changed, file by file, and hands
-each changed file's bytes to the parse workers (parse_pool.py: a process per core the
-indexer may run on, or this process for a run with little to parse); each document is written
-with its chunks and words in one transaction as soon as it is parsed, in the order the files
-were read, while a thread embeds the chunks that lack a vector (alongside, for a model on
-another machine; once every file is written, for the embedded model, which needs the cores
-the workers use) and their vectors are written between documents (pipeline.py). So a folder
-is searchable by words moments after its files are parsed, and by meaning as the vectors
-arrive. The run is recorded in `runs` and reported
-as an IndexReport. Incremental: a file whose size and modification time are unchanged is not
-read again, and one whose content hash is unchanged is not parsed again; a changed file is
-replaced and a deleted one removed.
+A run lists each source (walk.py: a folder's files but those its rules exclude, ignore.py; a
+file source's one file; a watch batch's changed files alone, changed.py), then reads what
+changed, file by file, and hands each changed file's bytes to the parse workers (parse_pool.py:
+a process per core the indexer may run on, or this process for a run with little to parse);
+each document is written with its chunks and words in one transaction as soon as it is parsed,
+in the order the files were read, while a thread embeds the chunks that lack a vector
+(alongside, for a model on another machine; once every file is written, for the embedded model,
+which needs the cores the workers use) and their vectors are written between documents
+(pipeline.py). So a folder is searchable by words moments after its files are parsed, and by
+meaning as the vectors arrive. The run is recorded in `runs` and reported as an IndexReport.
+Incremental: a file whose size and modification time are unchanged is not read again, and one
+whose content hash is unchanged is not parsed again; a changed file is replaced and a deleted
+one removed.
 
 What is read is what was checked: each file is opened once, here, in the indexer, without
 following a link it did not check, and the opened descriptor itself must be a regular file
@@ -39,12 +39,15 @@ from pathlib import Path
 
 from metis_lite.errors import InvalidRequest, ModelError
 from metis_lite.indexing import workers as parse_workers
+from metis_lite.indexing.changed import Only, among, list_source, scoped
+from metis_lite.indexing.document_copies import CopyRun
 from metis_lite.indexing.ignore import check_excludes
+from metis_lite.indexing.ocr_pages import told_to
 from metis_lite.indexing.ocr_run import OcrRun
 from metis_lite.indexing.parse_pool import Parsed, ParseJob, ParsePool
 from metis_lite.indexing.pipeline import Embedding, Interrupted, Pipeline, Progress
 from metis_lite.indexing.site_titles import SiteTitles
-from metis_lite.indexing.walk import Skip, SourceFile, file_gone, source_kind, walk, walk_file
+from metis_lite.indexing.walk import Skip, SourceFile, file_gone, source_kind, walk_file
 from metis_lite.models.base import Embedder
 from metis_lite.models.batching import allowed_cores
 from metis_lite.records import MetisWarning
@@ -112,6 +115,7 @@ class _Tally:
     skipped: list[Skip] = field(default_factory=list)
     warnings: list[MetisWarning] = field(default_factory=list)
     ocr: OcrRun = field(default_factory=OcrRun)
+    copies: CopyRun = field(default_factory=CopyRun)
 
     def counts(self) -> dict[str, int]:
         """The counts `runs` records of the run."""
@@ -134,6 +138,7 @@ class _Source:
     files: tuple[SourceFile, ...]
     stored: dict[str, StoredDocument]
     held: tuple[str, ...] = ()  # folders whose documents are kept as they are (walk.Listing)
+    pages: tuple[SourceFile, ...] | None = None  # a site's HTML pages (None: files; changed.py)
 
 
 def index(
@@ -146,12 +151,15 @@ def index(
     progress: Progress | None = None,
     workers: int | None = None,
     stop: threading.Event | None = None,
+    only: Only | None = None,
 ) -> IndexReport:
     """One indexing run on `store` (a writer connection; the caller holds the IndexerLock):
     bring every folder source's documents up to date, and give the chunks lacking a vector
     theirs (alongside, or after the words: see the module). `workers`: processes that parse,
     by default one per core this process may run on (models.batching.allowed_cores); `stop`,
-    once set, ends it at its next point between transactions (pipeline.py), `interrupted`.
+    once set, ends it at its next point between transactions (pipeline.py), `interrupted`;
+    `only`: the sources to read, each by the paths that changed (changed.py; None: walked),
+    the others left as they are (an `index --watch` batch: its run).
 
     The run is recorded in `runs`, its counts with each transaction of documents (status says
     them while it goes on): interrupted when stopped (or by a KeyboardInterrupt, raised on),
@@ -173,7 +181,7 @@ def index(
         if store.words_outdated:
             store.rebuild_words()
         store.drop_vectors(except_model=None if reembed else spec.model_label)
-        sources = _list_sources(store, tally)
+        sources = _list_sources(store, tally, None if store.chunks_outdated else only)  # all
         if stop is not None and stop.is_set():  # asked while the folders were walked
             raise Interrupted
         listed = {source.id for source in sources}
@@ -194,7 +202,7 @@ def index(
             stop=stop,
         )
         pool_size = _pool_size(sources, allowed_cores() if workers is None else workers)
-        with ParsePool(pool_size) as pool:
+        with ParsePool(pool_size, told_to(progress)) as pool:  # and the pages OCR reads
             files = sum(len(s.files) for s in sources)
             pipe = Pipeline(
                 store,
@@ -267,13 +275,13 @@ def check_workers(workers: object) -> int | None:
     return workers
 
 
-def _list_sources(store: Store, tally: _Tally) -> list[_Source]:
-    """Every source the run reads, its files listed; a source that cannot be read is skipped
-    with why (its documents kept), one inside another has its documents removed."""
+def _list_sources(store: Store, tally: _Tally, only: Only | None) -> list[_Source]:
+    """Every source the run reads (`only`'s: index), its files listed; a source that cannot be
+    read is skipped with why (its documents kept), one inside another has its documents removed."""
     folders = [(i, n, p) for i, n, p in store.sources() if p is not None]  # not the notes
     options = store.source_options()
     sources = []
-    for source_id, source_name, folder in folders:
+    for source_id, source_name, folder in among(folders, only):
         root = Path(folder)
         read = options.get(source_id)
         is_file = read is not None and read.kind == "file"
@@ -286,7 +294,7 @@ def _list_sources(store: Store, tally: _Tally) -> list[_Source]:
             if _file_is_there(store, source_id, source_name, root, tally):
                 files = walk_file(root, source_name).files
                 sources.append(
-                    _Source(source_id, source_name, folder, files, store.documents_of(source_id))
+                    _Source(source_id, source_name, folder, files, store.stored_of(source_id))
                 )
             continue
         if not root.is_dir():
@@ -309,28 +317,23 @@ def _list_sources(store: Store, tally: _Tally) -> list[_Source]:
             )
             continue
         try:
-            listing = walk(
+            listing = list_source(
                 root,
                 tally.skipped,
                 source_name,
                 excludes=read.excludes if read else (),
                 no_ignore=read.no_ignore if read else False,
                 warnings=tally.warnings,
+                paths=only.get(source_name) if only is not None else None,
             )
         except Unreadable as exc:
             tally.skipped.append(Skip(f"{source_name}/", f"{exc.reason}; its documents are kept"))
             continue
         if listing.all_excluded is not None:
             tally.warnings.append(MetisWarning(NO_DOCUMENTS, listing.all_excluded))
+        stored, pages = scoped(listing, partial(store.stored_of, source_id), root)
         sources.append(
-            _Source(
-                source_id,
-                source_name,
-                str(root),
-                listing.files,
-                store.documents_of(source_id),
-                listing.held,
-            )
+            _Source(source_id, source_name, str(root), listing.files, stored, listing.held, pages)
         )
     return sources
 
@@ -396,7 +399,7 @@ def _index_source(
     documents whose file is gone or can no longer be read. `words_version`: the workers
     find the chunks' words too, by these rules (None: FTS5 does, as the writer writes)."""
     present: set[str] = set()
-    site = SiteTitles(source.files, source.root)  # the suffix its HTML pages' titles share
+    site = SiteTitles(source.pages or source.files, source.root)  # the suffix its pages share
     ocr = tally.ocr.languages(store, source.id, source.name)  # its scans' languages
     for file in source.files:
         label = f"{source.name}/{file.name}"
@@ -412,15 +415,18 @@ def _index_source(
             pipe.read(None, _nothing)
             continue
         data, digest, before = read
+        copy = tally.copies.claim(store, source.id, file, read, stored, tally, label)
         pipe.read(
-            ParseJob(
+            None
+            if copy
+            else ParseJob(
                 file.name, file.kind, data, chunk_size, words_version, site.suffix(file.kind), ocr
             ),
-            partial(_write, store, source.id, file, digest, before, stored, tally, label),
+            copy or partial(_write, store, source.id, file, digest, before, stored, tally, label),
         )
     for name, document in source.stored.items():
         if name not in present and not any(name.startswith(held) for held in source.held):
-            store.remove_document(document.id)
+            store.remove_stored(source.id, document)  # a copy's file gone: forgotten
             tally.removed += 1
 
 
@@ -515,7 +521,8 @@ def _write(
     """Write one parsed file as a document, in one transaction; returns the chunks written
     (0: it is skipped, its indexed version kept)."""
     assert parsed is not None
-    tally.ocr.note(label, parsed.refused, parsed.unread_pages, parsed.unread_why)
+    if tally.ocr.note(label, parsed.refused, parsed.unread_pages, parsed.unread_why):
+        return 0  # an image too small to hold text: left out unsaid (ocr_run.py)
     if parsed.refused is not None:
         tally.skipped.append(Skip(label, parsed.refused))
         return 0

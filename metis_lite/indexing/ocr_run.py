@@ -7,6 +7,9 @@ pages it could not read, each said once per run.
 - Without Tesseract, an image and a PDF with no text layer are skipped with the reason
   NO_TEXT_LAYER, and a PDF's scanned pages are left out of its document; the run says so once,
   counting them, with what to install: NO_TEXT_LAYER.
+- An image too small to hold text (parsing/image.py: ocr.TOO_SMALL, an icon) is left out without a
+  word: neither a skip nor a warning (a documentation tree has dozens, and every run reads
+  them again, since none becomes a document).
 - A file whose scanned pages OCR could not all read (its time spent, a page tesseract failed
   on) is indexed with the others, and said once by OCR_INCOMPLETE, with why.
 """
@@ -55,9 +58,11 @@ class OcrRun:
             self._languages[source_id] = languages
         return self._languages[source_id]
 
-    def note(self, label: str, refused: str | None, unread: int, why: str) -> None:
+    def note(self, label: str, refused: str | None, unread: int, why: str) -> bool:
         """Count what a parsed file left unread: refused with NO_TEXT_LAYER, or `unread`
-        scanned pages (for `why`)."""
+        scanned pages (for `why`). True for an image too small to hold text: left out unsaid."""
+        if refused is not None and refused.startswith(ocr.TOO_SMALL):
+            return True
         if refused is not None:
             if refused.startswith(ocr.NO_TEXT_LAYER):
                 self._no_text.append((label, 0))
@@ -65,6 +70,7 @@ class OcrRun:
             self._no_text.append((label, unread))
         elif unread:
             self._incomplete.append((label, unread, why))
+        return False
 
     def warnings(self) -> list[MetisWarning]:
         """The run's OCR warnings, each code once."""

@@ -61,6 +61,7 @@ from pathlib import Path
 
 from metis_lite import parsing
 from metis_lite.errors import ParseError
+from metis_lite.indexing.ocr_pages import OnPage, answer_of, heard, sending
 from metis_lite.parsing import ocr, pdf
 from metis_lite.parsing.pdf import PDF_DEADLINE_S
 from metis_lite.parsing.pdf_worker import PDF_MEMORY_BUDGET, PDF_MEMORY_MIN
@@ -189,10 +190,11 @@ def parse_chunks(job: ParseJob) -> Parsed:
     return Parsed(document.title, tuple(chunks), words=words, unread_pages=unread, unread_why=why)
 
 
-def parse_here(job: ParseJob) -> Parsed:
+def parse_here(job: ParseJob, on_page: OnPage | None = None) -> Parsed:
     """`job` parsed in this process (a small file in a run of one, or no worker could start)."""
     try:
-        return parse_chunks(job)
+        with heard(job.name, on_page):
+            return parse_chunks(job)
     except MemoryError:
         return Parsed(refused=f"unreadable {job.kind}: too large to read in memory")
 
@@ -219,10 +221,10 @@ class ParsePool:
     `fallback` says why worker processes could not be started (then jobs are parsed in the
     indexer's threads instead, and the run goes on). At most `pdf_readers` PDFs and
     `parse_readers` large files are parsed at once, each worker capped at `parse_memory` bytes
-    and its PDFium at `pdf_memory` (see the module)."""
+    and its PDFium at `pdf_memory` (see the module). `on_page`: each page OCR reads (ocr_pages)."""
 
-    def __init__(self, workers: int) -> None:
-        self.workers = max(1, workers)
+    def __init__(self, workers: int, on_page: OnPage | None = None) -> None:
+        self.workers, self.on_page = max(1, workers), on_page
         self.fallback: str | None = None
         self.pdf_readers = pdf_readers(self.workers)
         self.pdf_memory = PDF_MEMORY_BUDGET // self.pdf_readers
@@ -246,7 +248,7 @@ class ParsePool:
         if not self._threads:
             future.set_running_or_notify_cancel()
             if not large(job):
-                future.set_result(parse_here(job))
+                future.set_result(parse_here(job, self.on_page))
             else:
                 self._solo, parsed = self._parse(self._solo, job)
                 future.set_result(parsed)
@@ -313,9 +315,9 @@ class ParsePool:
         if worker is None and self.fallback is None:
             worker = self._start()
         if worker is None:
-            return None, parse_here(job)
+            return None, parse_here(job, self.on_page)
         try:
-            parsed, alive = worker.parse(job, parse_deadline_s(job))
+            parsed, alive = worker.parse(job, parse_deadline_s(job), self.on_page)
         except _Died as died:
             self._forget(worker)
             return None, Parsed(refused=died.reason)
@@ -375,8 +377,7 @@ def large(job: ParseJob) -> bool:
 def _readers(job: ParseJob) -> tuple[str, ...]:
     """The readers of the pool a job holds while parsed: "pdf" for a PDF, "large" for a
     large file."""
-    pdf_reader = ("pdf",) if job.kind == "pdf" else ()
-    return pdf_reader + (("large",) if large(job) else ())
+    return (("pdf",) if job.kind == "pdf" else ()) + (("large",) if large(job) else ())
 
 
 class _Died(Exception):
@@ -421,15 +422,15 @@ class _Worker:
             self.close()
             raise _Died(self._how())
 
-    def parse(self, job: ParseJob, deadline_s: float) -> tuple[Parsed, bool]:
+    def parse(self, job: ParseJob, deadline_s: float, said: OnPage | None) -> tuple[Parsed, bool]:
         """The worker's answer for `job`, and whether the worker goes on (False: it ran out
         of memory and ended, or ran past the deadline just as it answered). Raises _Died when
-        it died, or did not answer within `deadline_s` (then it is killed)."""
+        it died, or did not answer within `deadline_s` (then it is killed). `said`: on_page."""
         _WATCH.start(self, deadline_s)
         try:
             self._jobs.send_bytes(pickle.dumps(dataclasses.replace(job, data=b"")))
             self._jobs.send_bytes(job.data)
-            status, value = pickle.loads(self._results.recv_bytes())
+            status, value = answer_of(self._results, job.name, said)
         except (EOFError, OSError, pickle.UnpicklingError) as exc:
             self.close()
             if self.expired:
@@ -581,7 +582,8 @@ def serve(
             answer = ("spent", Parsed(refused=out_of_memory(parse_memory)))
         else:
             try:
-                answer = ("parsed", parse_chunks(dataclasses.replace(job, data=data)))
+                with sending(results):
+                    answer = ("parsed", parse_chunks(dataclasses.replace(job, data=data)))
             except MemoryError:
                 answer = ("spent", Parsed(refused=out_of_memory(parse_memory)))
             except Exception:

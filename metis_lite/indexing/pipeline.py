@@ -38,6 +38,7 @@ import numpy as np
 
 from metis_lite.errors import ModelAnswerInvalid, ModelError
 from metis_lite.indexing.parse_pool import Parsed, ParseJob, ParsePool
+from metis_lite.indexing.shared_vectors import SharedVectors
 from metis_lite.models.base import Embedder
 from metis_lite.store import Store
 
@@ -45,7 +46,8 @@ Progress = Callable[[str, int, int], None]
 """progress(stage, done, total), from the thread that runs the run: "files" (files done, of
 the files the run's sources hold: written, unchanged or skipped), "chunks" (chunks written by
 this run; total 0: not known ahead) or "vectors" (vectors written by this run, of those
-written plus the chunks still waiting for one)."""
+written plus the chunks still waiting for one); and "ocr NAME" (OCR reads page `done` of the
+`total` of the file NAME next: ocr_pages.py), from the thread that waits for its parse."""
 
 PARSE_AHEAD = 8
 """Files handed to each worker ahead of the one written next: a worker that finishes always
@@ -124,7 +126,8 @@ class Embedding:
         self._after = 0  # chunks up to this id were read, their vectors written or on the way
         self.words_done = False  # until then only whole batches are embedded
         self._more = True  # chunks lacking a vector may lie past _after (a query would tell)
-        self._inflight: deque[tuple[list[int], Future[np.ndarray]]] = deque()
+        self._inflight: deque[tuple[list[bytes], Future[np.ndarray]]] = deque()
+        self.shared = SharedVectors(store, model)  # a text embedded once (shared_vectors.py)
         self._requests: queue.SimpleQueue[tuple[list[str], Future[np.ndarray]] | None] = (
             queue.SimpleQueue()
         )
@@ -156,13 +159,16 @@ class Embedding:
                 self._more = False  # a whole batch once more chunks are written
                 return
             self._after = batch[-1][0]
-            texts = [self._prefix + text for _, text in batch]
+            digests, texts, copied = self.shared.split([(i, self._prefix + t) for i, t in batch])
+            self._wrote(copied)
+            if not texts:  # each had its vector, or waits for one on its way
+                continue
             future: Future[np.ndarray] = Future()
             self._requests.put((texts, future))
             if self._thread is None:
                 self._thread = threading.Thread(target=self._serve, name="embed", daemon=True)
                 self._thread.start()
-            self._inflight.append(([chunk_id for chunk_id, _ in batch], future))
+            self._inflight.append((digests, future))
 
     @property
     def next_answer(self) -> Future[np.ndarray] | None:
@@ -172,7 +178,7 @@ class Embedding:
     def collect(self) -> None:
         """Write the vectors of every batch answered so far, in order, each batch committed."""
         while self._inflight and self._inflight[0][1].done():
-            ids, future = self._inflight.popleft()
+            digests, future = self._inflight.popleft()
             try:
                 vectors = future.result()
                 if self.dimension is None:
@@ -182,7 +188,13 @@ class Embedding:
             except ModelError as exc:
                 self._stop(exc)
                 return
-            self.written += self.store.put_vectors(self.model, zip(ids, vectors, strict=True))
+            items = self.shared.answered(digests, vectors)
+            self._wrote(self.store.put_vectors(self.model, items))
+
+    def _wrote(self, vectors: int) -> None:
+        """Count vectors written (embedded, or copied from a chunk with the same text)."""
+        if vectors:
+            self.written += vectors
             if self._progress:
                 self._progress("vectors", self.written, self.written + self.waiting())
 

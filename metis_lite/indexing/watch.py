@@ -7,7 +7,9 @@ folder below it, a file source through its folder (that file's events only). wat
 the events it sees into one batch until STEP_MS pass without one, or DEBOUNCE_MS since the
 first (so a `git checkout` of 1,000 files is one batch, or a few, and an editor's save by
 rename — a temporary file written, renamed over the document — one change); while a run goes
-on, the next batches wait, and the run after it covers them all.
+on, the next batches wait, and the run after it covers them all. A batch names its changed
+paths, and its run lists those alone (changed.py), not walking the folder: a save in a folder
+of 100,000 files costs that file.
 
 Only what a run would read asks for a run: a file of a kind a base reads that is not hidden
 and not left out by the folder's rules (ignore.py: its ignore files, its --exclude patterns),
@@ -35,17 +37,18 @@ import queue
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import watchfiles
 
 from metis_lite import parsing
+from metis_lite.indexing.changed import excluded
 from metis_lite.indexing.ignore import IGNORE_FILES, Patterns, Rules
 from metis_lite.store import Store
 
-__all__ = ["DEBOUNCE_MS", "RESCAN_S", "Batch", "Root", "Watcher", "roots"]
+__all__ = ["DEBOUNCE_MS", "RESCAN_S", "Batch", "Root", "Watcher", "joined", "roots"]
 
 DEBOUNCE_MS = 1600
 """The longest watchfiles groups events into one batch (its own default): a file rewritten
@@ -98,11 +101,32 @@ class Root:
 @dataclass(frozen=True)
 class Batch:
     """What asks for a run: `changes` paths that a run reads changed (0: a source folder came
-    back), the last of them at `at` (time.time())."""
+    back), the last of them at `at` (time.time()), in `sources`; `paths`, each source's
+    changed paths (a source without them is read whole: one come back)."""
 
     changes: int
     at: float
     sources: tuple[str, ...]
+    paths: tuple[tuple[str, frozenset[str] | None], ...] = ()
+
+    @property
+    def only(self) -> dict[str, frozenset[str] | None]:
+        """The run this batch asks for (ingest.index's `only`): each source's changed paths,
+        None for one read whole."""
+        paths = dict(self.paths)
+        return {source: paths.get(source) for source in self.sources}
+
+
+def joined(
+    earlier: Mapping[str, frozenset[str] | None], later: Mapping[str, frozenset[str] | None]
+) -> dict[str, frozenset[str] | None]:
+    """Two runs' `only` (Batch.only) as one: each source's paths joined, None (read whole)
+    where either reads it whole."""
+    both = dict(earlier)
+    for source, paths in later.items():
+        have = both.get(source, frozenset())
+        both[source] = None if paths is None or have is None else have | paths
+    return both
 
 
 def roots(store: Store) -> tuple[Root, ...]:
@@ -133,6 +157,7 @@ class _Event:
     root: Root
     changes: int = 0
     at: float = 0.0
+    paths: frozenset[str] = frozenset()
     gone: bool = False
     error: BaseException | None = None
     polling: bool = False
@@ -228,8 +253,11 @@ class Watcher:
         if event.root not in self._threads:
             return batches[0] if batches else None  # no longer a source
         earlier = batches[0] if batches else Batch(0, 0.0, ())
-        sources = tuple(dict.fromkeys((*earlier.sources, event.root.source)))
-        return Batch(earlier.changes + event.changes, max(earlier.at, event.at), sources)
+        source = event.root.source
+        sources = tuple(dict.fromkeys((*earlier.sources, source)))
+        paths = joined(earlier.only, {source: event.paths})
+        changes, at = earlier.changes + event.changes, max(earlier.at, event.at)
+        return Batch(changes, at, sources, tuple(paths.items()))
 
     @property
     def unmounted(self) -> tuple[Root, ...]:
@@ -335,9 +363,9 @@ class Watcher:
                 recursive=not root.file,
                 ignore_permission_denied=True,
             ):
-                count = relevant.count(changes) if changes else 0
+                count, paths = relevant.read(changes) if changes else (0, frozenset())
                 if count:
-                    self._events.put(_Event(root, count, time.time()))
+                    self._events.put(_Event(root, count, time.time(), paths))
                 if not _same(root.watched, first):
                     self._events.put(_Event(root, gone=True))
                     return
@@ -358,8 +386,9 @@ class _Relevance:
         self.root = root
         self.own = own
 
-    def count(self, changes: Iterable[tuple[watchfiles.Change, str]]) -> int:
-        """The changes of a batch a run reads (0: the batch asks for no run)."""
+    def read(self, changes: Iterable[tuple[watchfiles.Change, str]]) -> tuple[int, frozenset[str]]:
+        """The changes of a batch a run reads (0: the batch asks for no run), and their paths
+        (those a run limited to them lists: changed.py)."""
         stacks: dict[str, tuple[Patterns, ...] | None] = {}
         rules = Rules(
             self.root.path,
@@ -372,7 +401,8 @@ class _Relevance:
         sure = sum(1 for verdict in verdicts.values() if verdict == SURE)
         # A deletion of no kind read (a folder moved out, or an editor's temporary file renamed
         # over its document) asks for a run, counted as one change when nothing else did.
-        return sure or int(PERHAPS in verdicts.values())
+        paths = frozenset(path for path, verdict in verdicts.items() if verdict is not None)
+        return sure or int(PERHAPS in verdicts.values()), paths
 
     def _reads(
         self,
@@ -404,36 +434,9 @@ class _Relevance:
             if change != watchfiles.Change.deleted:
                 return None
             verdict = PERHAPS
-        if rules.active and _excluded(rules, folders, name, folder, self.root.path, stacks):
-            return None
+        if rules.active and excluded(rules, folders, name, folder, self.root.path, stacks) is True:
+            return None  # (None: an ignore file on the way cannot be read; a run says why)
         return verdict
-
-
-def _excluded(
-    rules: Rules,
-    folders: Sequence[str],
-    name: str,
-    folder: bool,
-    root: Path,
-    stacks: dict[str, tuple[Patterns, ...] | None],
-) -> bool:
-    """Whether the folder's rules leave out `folders/name` (or a folder above it), as a walk
-    reads them (walk.py): each folder's ignore files stacked on those of the folders above."""
-    stack: tuple[Patterns, ...] | None = ()
-    here = ""
-    parts = (*folders, name)
-    for n, part in enumerate(parts):
-        if here not in stacks:
-            present = [n for n in IGNORE_FILES if os.path.lexists(root / here / n)]
-            stacks[here] = None if stack is None else rules.folder(here, present, stack)
-        stack = stacks[here]
-        if stack is None:
-            return False  # an ignore file that cannot be read holds the folder: a run says so
-        last = n == len(parts) - 1
-        if rules.verdict(stack, here + part, folder=folder or not last).excluded:
-            return True
-        here += part + "/"
-    return False
 
 
 def _same(folder: Path, first: os.stat_result) -> bool:

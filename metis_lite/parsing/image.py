@@ -5,6 +5,11 @@ IHDR, JPEG's SOF, each TIFF IFD, WebP's VP8/VP8L/VP8X): a file that is none of t
 refused (Tesseract would read it as a list of file names), and one declaring more than
 OCR_PIXELS_MAX pixels (an image bomb: 100,000 × 100,000 in a few hundred bytes) is refused
 without being decoded. A TIFF of several pages gives a section per page, cited by page.
+
+An image too small to hold a line of text (its shorter side under OCR_SIDE_MIN pixels, or fewer
+than OCR_PIXELS_MIN pixels: a documentation tree's icons, arrows and bullets) is refused from
+its header with ocr.TOO_SMALL, before Tesseract is started: a run leaves it out without a word
+(indexing/ocr_run.py), where each cost a second of Tesseract and a skip saying it found no text.
 """
 
 from __future__ import annotations
@@ -15,6 +20,16 @@ from metis_lite.errors import ParseError
 from metis_lite.parsing import ocr
 from metis_lite.parsing.common import document
 from metis_lite.records import Document, Section
+
+OCR_SIDE_MIN = 12
+"""The shortest side, in pixels, of an image OCR reads: Tesseract read a line of 14 pt
+Helvetica rendered 12 pixels high ("Recaipts above fitty"), and nothing of it at 9."""
+
+OCR_PIXELS_MIN = 32 * 32
+"""The fewest pixels of an image OCR reads: the icons of /usr/share/doc's trees (27 of its
+89 images, 8 × 8 to 24 × 24: Sphinx's file.png and plus.png, navigation arrows) hold no text
+Tesseract finds, each ~1 s of it for nothing; the smallest line of text it read above, 111 × 12
+pixels, has 1,332, and the smallest image of those trees it found text in, a 215 × 46 logo."""
 
 TIFF_PAGES_MAX = 2_000
 """The most pages of a TIFF whose headers are read; a TIFF with more is refused."""
@@ -35,6 +50,9 @@ def parse(data: bytes, *, name: str, ocr_languages: str = "") -> Document:
                 f"{kind} of {width:,} × {height:,} pixels, more than OCR reads "
                 f"({ocr.OCR_PIXELS_MAX:,}; an image bomb?)"
             )
+    if all(min(w, h) < OCR_SIDE_MIN or w * h < OCR_PIXELS_MIN for w, h in pages):
+        width, height = pages[0]
+        raise ParseError(f"{ocr.TOO_SMALL}: a {kind} of {width} × {height} pixels holds no text")
     if not ocr_languages:
         raise ParseError(f"{ocr.NO_TEXT_LAYER}: an image, and no OCR here: {ocr.INSTALL_HINT}")
     seconds = min(ocr.OCR_PAGE_S * len(pages), ocr.OCR_FILE_S)  # a TIFF's pages: one process

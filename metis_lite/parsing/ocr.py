@@ -11,6 +11,11 @@ Tesseract reads a file that is no image it knows as a list of file names, each o
 then opens and reads: only bytes whose format was checked from their header (image.py, or a
 page this package rendered itself) are ever handed to it.
 
+A long scan says its pages: each page OCR is about to read is told, in order, to the listener
+of the thread that parses the file (`told`; scans.py tells them from PDFium's worker, through
+pdf_worker.py's answer stream), which in an index run passes it on to the run's progress line
+(indexing/ocr_pages.py). Where no one listens, nothing is told.
+
 Languages: `+`-joined names of Tesseract's language packs (`eng+deu`); by default the packs
 installed here (`tesseract --list-langs`), osd aside, English first, at most
 DEFAULT_LANGUAGES_MAX of them (each pack read slows each page).
@@ -23,6 +28,9 @@ import os
 import re
 import shutil
 import subprocess
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from metis_lite.errors import InvalidRequest, ParseError
 
@@ -32,6 +40,10 @@ TESSERACT = "tesseract"
 NO_TEXT_LAYER = "NO_TEXT_LAYER"
 """The code of a page or image left unread because it has no text layer and no OCR is here:
 each such file's reason starts with it, and a run warns once with the count."""
+
+TOO_SMALL = "TOO_SMALL"
+"""The code of an image too small to hold text, refused from its header (image.py): a run
+leaves it out without a word (indexing/ocr_run.py)."""
 
 INSTALL_HINT = "install tesseract-ocr to read scanned pages and images (docs/parsing.md, OCR)"
 """What a person does about NO_TEXT_LAYER."""
@@ -67,6 +79,30 @@ OpenMP threads made ten pages 4× slower (95.8 s against 23.2 s: docs/parsing.md
 
 _LANGUAGE = re.compile(r"[A-Za-z0-9_]{1,40}(/[A-Za-z0-9_]{1,40})?")
 """A pack's name: `eng`, `chi_sim`, or a script's, `script/Latin` (never a path upward)."""
+
+
+Listener = Callable[[int, int], None]
+"""listener(page, pages): OCR reads page `page` (1-based) of a file of `pages` pages next."""
+
+_listening = threading.local()
+
+
+@contextmanager
+def told(listener: Listener | None) -> Iterator[None]:
+    """Tell `listener` the pages OCR reads in this thread meanwhile (None: no one)."""
+    before = getattr(_listening, "listener", None)
+    _listening.listener = listener
+    try:
+        yield
+    finally:
+        _listening.listener = before
+
+
+def tell(page: int, pages: int) -> None:
+    """OCR is about to read `page` of `pages`: told to this thread's listener, if any."""
+    listener = getattr(_listening, "listener", None)
+    if listener is not None:
+        listener(page, pages)
 
 
 def tesseract() -> str | None:

@@ -31,7 +31,12 @@ from pathlib import Path
 from metis_lite.errors import ParseError
 from metis_lite.parsing import ocr, titles
 from metis_lite.parsing.common import document
-from metis_lite.parsing.pdf_worker import PDF_MEMORY_BUDGET, read_message, write_message
+from metis_lite.parsing.pdf_worker import (
+    PDF_MEMORY_BUDGET,
+    read_answer,
+    read_message,
+    write_message,
+)
 from metis_lite.records import Document, Section
 
 HEADER_WITHIN = 1024
@@ -144,7 +149,8 @@ class _Worker:
             try:
                 write_message(process.stdin, options)
                 write_message(process.stdin, data)
-                answer = read_message(process.stdout, limit=MAX_ANSWER_BYTES)
+                stdout = process.stdout
+                answer = read_answer(lambda: read_message(stdout, limit=MAX_ANSWER_BYTES), ocr.tell)
             except OSError:  # the worker died while it was sent the file
                 answer = None
             finally:

@@ -10,6 +10,7 @@ starts another. Nothing but text crosses back: the answer is JSON, never pickle.
 
     parent ─ 8-byte length + {"ocr": languages or "", "ocr_s": seconds} ─▶ worker (stdin)
     parent ─ 8-byte length + the PDF's bytes ─▶ worker (stdin)
+    parent ◀─ 8-byte length + {"ocr_page": [page, pages]} ─ worker (stdout): OCR reads it next
     parent ◀─ 8-byte length + {"pages": [raw text of each page], "title": …, "heading": …,
                                "ocr": [pages read by OCR], "unread": n, "unread_why": …}
                               or {"refused": reason} ─ worker (stdout)
@@ -28,8 +29,10 @@ import json
 import signal
 import struct
 import sys
+from collections.abc import Callable
 from typing import IO
 
+from metis_lite.parsing.ocr import Listener
 from metis_lite.parsing.scans import scanned_pages
 
 PDF_MEMORY_BUDGET = 1024 * 1024 * 1024
@@ -51,12 +54,14 @@ EOF_WITHIN = 1024
 """A complete PDF ends with `%%EOF` within this many trailing bytes; a truncated one does not."""
 
 
-def read_pages(data: bytes, ocr_languages: str = "", ocr_s: float = 0.0) -> dict:
+def read_pages(
+    data: bytes, ocr_languages: str = "", ocr_s: float = 0.0, said: Listener | None = None
+) -> dict:
     """{"pages": [each page's raw text, "" for none], "title": metadata title, "heading": the
     largest-font line of its first page with text, "ocr": the pages OCR read, "unread": pages
     with no text layer left unread, "unread_why": why} of a PDF, or {"refused": why} for one
     PDFium cannot open. Scanned pages are read by OCR in `ocr_languages` ("": none) within
-    `ocr_s` seconds in all."""
+    `ocr_s` seconds in all, each page told to `said(page, pages)` first."""
     import pypdfium2 as pdfium
     import pypdfium2.raw as pdfium_c
 
@@ -66,7 +71,7 @@ def read_pages(data: bytes, ocr_languages: str = "", ocr_s: float = 0.0) -> dict
         return {"refused": _load_error(getattr(exc, "err_code", None), str(exc), data, pdfium_c)}
     try:
         pages = [_page_text(pdf, n) for n in range(len(pdf))]
-        scans = scanned_pages(pdf, pages, ocr_languages, ocr_s)
+        scans = scanned_pages(pdf, pages, ocr_languages, ocr_s, said)
         first = next(
             (n for n, text in enumerate(pages) if text.strip() and n + 1 not in scans.read), None
         )
@@ -173,6 +178,25 @@ def _load_error(code: int | None, message: str, data: bytes, pdfium_c) -> str:
     return f"not a valid PDF ({detail[:120]})"
 
 
+PAGE_KEY = "ocr_page"
+"""The one key of a page message (see the module): an answer never has it."""
+
+
+def page_message(page: int, pages: int) -> bytes:
+    """A page OCR reads next, as this worker tells it before its answer."""
+    return json.dumps({PAGE_KEY: [page, pages]}).encode()
+
+
+def read_answer(read: Callable[[], bytes | None], said: Listener) -> bytes | None:
+    """The worker's answer (`read` reads its next message; None: it ended), each page message
+    before it handed to `said(page, pages)`."""
+    prefix = b'{"' + PAGE_KEY.encode() + b'"'
+    while (message := read()) is not None and message.startswith(prefix):
+        page, pages = json.loads(message)[PAGE_KEY]
+        said(int(page), int(pages))
+    return message
+
+
 def write_message(stream: IO[bytes], payload: bytes) -> None:
     stream.write(LENGTH.pack(len(payload)))
     stream.write(payload)
@@ -209,12 +233,16 @@ def main() -> int:
     limit = int(sys.argv[1]) if len(sys.argv) > 1 else PDF_MEMORY_BUDGET
     cap_memory(limit)
     requests, answers = sys.stdin.buffer, sys.stdout.buffer
+
+    def said(page: int, pages: int) -> None:
+        write_message(answers, page_message(page, pages))
+
     while (options := read_message(requests)) is not None:
         if (data := read_message(requests)) is None:
             break
         ocr = json.loads(options)
         try:
-            answer = read_pages(data, ocr["ocr"], ocr["ocr_s"])
+            answer = read_pages(data, ocr["ocr"], ocr["ocr_s"], said)
         except MemoryError:  # Python's share of the cap ran out (PDFium's own aborts instead)
             answer = {"refused": f"it needs more than {limit >> 20:,} MiB of memory"}
         except Exception as exc:  # noqa: BLE001 - pypdfium2 failing on bad input: a bad file

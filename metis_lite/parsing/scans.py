@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from metis_lite.errors import ParseError
 from metis_lite.parsing import ocr
+from metis_lite.parsing.ocr import Listener
 
 OCR_TEXT_MIN_CHARS = 16
 """A page whose text layer holds fewer letters and digits than this, over a page-wide image,
@@ -44,9 +45,12 @@ class Scans:
         self.why = self.why or why
 
 
-def scanned_pages(pdf, pages: list[str], languages: str, seconds: float) -> Scans:
+def scanned_pages(
+    pdf, pages: list[str], languages: str, seconds: float, said: Listener | None = None
+) -> Scans:
     """Read each scanned page of `pdf` by OCR, its text put in `pages` (each page's raw text,
-    changed in place); without `languages`, count the pages with no text layer as unread."""
+    changed in place); without `languages`, count the pages with no text layer as unread.
+    `said(page, pages)`: each page about to be read, in order (ocr.told)."""
     scans = Scans()
     started = time.monotonic()
     for number, text in enumerate(pages):
@@ -61,6 +65,8 @@ def scanned_pages(pdf, pages: list[str], languages: str, seconds: float) -> Scan
         if left <= 0:
             scans.left(spent)
             continue
+        if said is not None:
+            said(number + 1, len(pages))
         try:
             read = _read(pdf, number, languages, min(left, ocr.OCR_PAGE_S))
         except ParseError as exc:  # its own fault, or cut short by the file's time

@@ -112,8 +112,14 @@ class Distinct:
 
     def results(self, top_k: int) -> tuple[Result, ...]:
         """The first top_k distinct results, each with the places of the passages it stands
-        for, in their rank order."""
+        for, in their rank order (each followed by the copies of its file, steps.cite)."""
         return tuple(
-            replace(k.result, also_in=tuple(other.place for other in k.others))
+            replace(
+                k.result,
+                also_in=(
+                    *k.result.also_in,
+                    *(p for other in k.others for p in (other.place, *other.also_in)),
+                ),
+            )
             for k in self.kept[:top_k]
         )

@@ -28,10 +28,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor, wait
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from metis_lite.errors import InvalidRequest
 from metis_lite.models.base import Reranker
@@ -63,6 +62,9 @@ from metis_lite.settings import (
     TOP_K,
     TOP_K_MAX,
 )
+
+if TYPE_CHECKING:  # the executor is the caller's (several bases): one base's search runs inline
+    from concurrent.futures import Executor
 
 __all__ = [
     "SearchContext",
@@ -194,6 +196,8 @@ class _Search:
             try:
                 done.append(self.guard(i, future.result))
             except BaseException:
+                from concurrent.futures import wait
+
                 # Every other step is waited for, begun or not: each reads its base's snapshot,
                 # which the caller closes once this returns (never under a step still reading
                 # it). A step not yet begun is not cancelled: whether it had begun would depend
@@ -408,7 +412,7 @@ class _Search:
             for result in results
         }
         return [
-            (f.base, replace(by_place[(f.base, f.hit.chunk_id)], base=self.names[f.base]))
+            (f.base, _named(by_place[(f.base, f.hit.chunk_id)], self.names[f.base]))
             for f in top
             if (f.base, f.hit.chunk_id) in by_place
         ]
@@ -418,6 +422,12 @@ class _Search:
     ) -> Searched:
         warnings = tuple(tuple(found) for found in self.warnings)
         return Searched(mode, reranked, warnings, took, results)
+
+
+def _named(result: Result, base: str | None) -> Result:
+    """`result` and its places (the copies of its file) in the base named `base`."""
+    places = tuple(replace(place, base=base) for place in result.also_in)
+    return replace(result, base=base, also_in=places)
 
 
 def _called(_: int, step: Callable[[], T]) -> T:

@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-
-import numpy as np
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from metis_lite.errors import EmbeddingModelUnavailable, ModelError
 from metis_lite.models.base import Embedder, Reranker
@@ -27,13 +26,13 @@ from metis_lite.records import (
     Filters,
     Hit,
     MetisWarning,
+    Place,
     QuestionWords,
     Result,
     Scores,
     contextualize,
 )
 from metis_lite.retrieval import keyword
-from metis_lite.retrieval.bm25 import WordIndex
 from metis_lite.retrieval.dense import VectorIndex
 from metis_lite.retrieval.fusion import Candidates
 from metis_lite.retrieval.snippet import snippet, word_matches
@@ -42,6 +41,11 @@ from metis_lite.store import ChunkRow, IndexerLock, Store
 from metis_lite.text.chunking import CHUNKS_OUTDATED
 from metis_lite.text.plain import plain_text
 from metis_lite.text.tokenizer import VERSION, token_spans
+
+if TYPE_CHECKING:  # a search by words computes nothing with NumPy, nor reads its words index
+    import numpy as np
+
+    from metis_lite.retrieval.bm25 import WordIndex
 
 MemoryOrder = Callable[[Store, list[Hit]], list[Hit]]
 """Step 6's seam: reorders a memory's results (facts that hold first); identity elsewhere."""
@@ -342,6 +346,8 @@ def _embed_question(ctx: SearchContext, question: str, mode: str, warnings: list
                 f"({_why_without_vectors(ctx.store)}): they are found by words only",
             )
         )
+    import numpy as np
+
     return np.asarray(query, dtype=np.float32)
 
 
@@ -396,6 +402,7 @@ def cite(
     terms = asked.telling or asked.words  # a question of common words only is read by them
     version = ctx.store.words_version
     facts = ctx.facts_of(ctx.store, [hit.chunk_id for hit in hits]) if ctx.facts_of else {}
+    copies = ctx.store.copy_places([hit.chunk_id for hit in hits])
     results = []
     for hit in hits:
         row = rows.get(hit.chunk_id)
@@ -434,6 +441,10 @@ def cite(
                 fact=facts.get(hit.chunk_id),
                 words=word_matches(
                     asked, row.text, " ".join((row.title, *row.headings)), version=version
+                ),
+                also_in=tuple(  # the files that hold this document's bytes (its copies)
+                    Place(hit.chunk_id, replace(citation, source=source, document=path))
+                    for source, path in copies.get(hit.chunk_id, ())
                 ),
             )
         )

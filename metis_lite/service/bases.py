@@ -43,6 +43,7 @@ from metis_lite.errors import (
 )
 from metis_lite.escapes import escape_controls
 from metis_lite.indexing.ingest import IndexReport
+from metis_lite.indexing.watch import joined
 from metis_lite.records import Answer, Filters
 from metis_lite.service.follow import BaseHealth, Copies, health_of
 from metis_lite.service.sources import SourceFollower
@@ -107,8 +108,10 @@ class Indexer:
         self._running = False
         self._said: str | None = None  # the last failure logged, not said again until it changes
         self._thread = threading.Thread(target=self._loop, name=f"index-{base.name}", daemon=True)
-        # Its sources' changes wake it at once (sources.py); poll_s stays the full rescan's.
-        self._sources = SourceFollower(base, self._wake.set, log) if poll_s > 0 else None
+        # Its sources' changes wake it at once for a pass of their paths (sources.py); poll_s
+        # stays the full rescan's. None: the next pass reads every source whole.
+        self._only: dict[str, frozenset[str] | None] | None = None
+        self._sources = SourceFollower(base, self._changed, log) if poll_s > 0 else None
 
     def start(self) -> None:
         self._thread.start()
@@ -130,7 +133,7 @@ class Indexer:
         with self._lock:
             if self._pending or self._running or IndexerLock(self.base.path).held_elsewhere():
                 raise BaseBusy(f"{self.base.name} is being indexed; searches still work")
-            self._pending = True
+            self._pending, self._only = True, None
         self._wake.set()
 
     def stop(self) -> None:
@@ -141,47 +144,59 @@ class Indexer:
         if self._thread.is_alive():
             self._thread.join(STOP_WAIT_S)
 
+    def _changed(self, only: Mapping[str, frozenset[str] | None]) -> None:
+        """A batch of its sources' changes (SourceFollower): joined to the next pass's paths."""
+        with self._lock:
+            if self._only is not None:
+                self._only = joined(self._only, only)
+        self._wake.set()
+
     def _loop(self) -> None:
         due = self.poll_s > 0  # a first pass at start, then every poll_s
         while not self._stop.is_set():
-            if not due:
-                self._wake.wait(self.poll_s if self.poll_s > 0 else None)
+            if not due and not self._wake.wait(self.poll_s if self.poll_s > 0 else None):
+                with self._lock:
+                    self._only = None  # the poll's pass: a full rescan
             due = False
             if self._stop.is_set():
                 return
             self._wake.clear()
             with self._lock:
                 self._pending, self._running = False, True
+                only, self._only = self._only, {}
             try:
-                self._pass()
+                if only != {} and not self._pass(only):  # {}: woken with nothing to read
+                    with self._lock:
+                        self._only = None  # what it had to read, the next pass reads whole
             finally:
                 with self._lock:
                     self._running = False
 
-    def _pass(self) -> None:
+    def _pass(self, only: Mapping[str, frozenset[str] | None] | None) -> bool:
+        """One pass (`only`: Base.index's); False when it did not end (busy, failed, stopped)."""
         name = self.base.name
         try:
             self.base.check_usable()
             if not self.base.writable:
                 self._say(f"base {name} cannot be written ({UNWRITABLE}): searched, not indexed")
-                return
-            report = self._index()
+                return False
+            report = self._index(only)
         except BaseBusy:
-            return  # another process indexes it, and the next pass catches up
+            return False  # another process indexes it, and the next pass catches up
         except MetisError as exc:
             self._say(f"indexing {name} failed: {exc.code}: {exc.message}")
-            return
+            return False
         except Exception as exc:  # a pass must never end the thread that keeps the base fresh
             lines = traceback.format_exception(exc)
             self._say(f"indexing {name} failed: " + "".join(lines).rstrip())
-            return
+            return False
         self._said = None
         if report.interrupted:  # the service stops: the next start goes on from there
             self.log(
                 f"indexing {name} interrupted: {report.embedded} of "
                 f"{report.embedded + report.without_vector} chunks embedded"
             )
-            return
+            return False
         if report.added or report.updated or report.removed or report.embedded:
             self.log(
                 f"indexed {name}: {report.added} added, {report.updated} updated, "
@@ -190,6 +205,7 @@ class Indexer:
             )
             for warning in report.warnings:
                 self.log(f"indexing {name}: warning: {warning.code}: {warning.message}")
+        return True
 
     def _say(self, line: str) -> None:
         """Log why a pass did not run, once: every poll that meets the same (a read-only or
@@ -198,10 +214,10 @@ class Indexer:
             self._said = line
             self.log(line)
 
-    def _index(self) -> IndexReport:
+    def _index(self, only: Mapping[str, frozenset[str] | None] | None) -> IndexReport:
         for attempt in range(BUSY_RETRIES + 1):
             try:
-                return self.base.index(stop=self._stop)
+                return self.base.index(stop=self._stop, only=only)
             except apsw.BusyError:
                 # Another connection committed between this pass's read and its write (a
                 # search count): what was written stays, and the next try goes on from there.

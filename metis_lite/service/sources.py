@@ -1,14 +1,18 @@
 """A served base's sources followed by their file-system events (indexing/watch.py), as
-`index --watch` follows them: each batch of changes wakes the base's indexer for a pass, and
-`serve --poll` stays the full rescan's interval."""
+`index --watch` follows them: each batch of changes wakes the base's indexer for a pass of the
+paths it names (Batch.only: not a walk of the folders), and `serve --poll` stays the full
+rescan's interval."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from metis_lite.base.core import Base
 from metis_lite.indexing.watch import Watcher, roots
+
+Only = Mapping[str, frozenset[str] | None]
+"""Each source a pass reads, with its changed paths (None: read whole): Base.index's `only`."""
 
 WAIT_S = 1.0
 """How long the follower waits for a batch before it checks whether it should stop."""
@@ -18,10 +22,12 @@ SOURCES_S = 10.0
 
 
 class SourceFollower:
-    """One base's sources watched in a thread of their own; `wake` is called for each batch
-    of changes a run reads (from that thread)."""
+    """One base's sources watched in a thread of their own; `wake(only)` is called for each
+    batch of changes a run reads (from that thread), with the paths it names (Batch.only)."""
 
-    def __init__(self, base: Base, wake: Callable[[], None], log: Callable[[str], None]) -> None:
+    def __init__(
+        self, base: Base, wake: Callable[[Only], None], log: Callable[[str], None]
+    ) -> None:
         self.base = base
         self.wake = wake
         self.log = log
@@ -48,7 +54,7 @@ class SourceFollower:
                 batch = watcher.wait(WAIT_S)
                 waited += WAIT_S
                 if batch is not None and not self._stop.is_set():
-                    self.wake()
+                    self.wake(batch.only)
         except Exception as exc:  # noqa: BLE001 - the rescans still keep the base indexed
             self.log(f"base {name}: its sources are no longer watched ({exc}); --poll rescans")
         finally:

@@ -10,6 +10,7 @@ The Store is one class made of a part per concern, each a module of this package
     core.py       the connection, write transactions (writing), now_iso
     schema.py     opening a file as a base, schema version and upgrade, the words index
     documents.py  sources, documents with their chunks and words
+    document_copies.py  copies of documents, vectors shared by chunks of the same text
     reading.py    chunk rows, filters, counts, word frequencies (what searches read)
     vectors.py    vectors and what changed since a reader looked
     facts.py      facts and saved evaluations
@@ -27,7 +28,8 @@ import os
 
 from metis_lite.store.connection import IndexerLock, connect
 from metis_lite.store.core import BUSY_RETRY_S, StoreCore, now_iso
-from metis_lite.store.documents import DocumentsMixin, StoredDocument
+from metis_lite.store.document_copies import CopiesMixin
+from metis_lite.store.documents import At, DocumentsMixin, StoredDocument
 from metis_lite.store.facts import FactsMixin
 from metis_lite.store.publication import Publication, PublicationMixin
 from metis_lite.store.reading import ChunkRow, ReadingMixin, filter_clause
@@ -37,6 +39,7 @@ from metis_lite.store.vectors import VectorsMixin, vector_blob
 
 __all__ = [
     "BUSY_RETRY_S",
+    "At",
     "SCHEMA_VERSION",
     "ChunkRow",
     "IndexerLock",
@@ -54,6 +57,7 @@ __all__ = [
 
 class Store(
     FactsMixin,
+    CopiesMixin,
     DocumentsMixin,
     ReadingMixin,
     VectorsMixin,

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from metis_lite.errors import InvalidRequest, SourceNotFound, SourceOverlap
-from metis_lite.parsing import ocr
 from metis_lite.records import Chunk, SourceInfo
 from metis_lite.store.core import StoreCore, now_iso
 
@@ -37,6 +36,7 @@ class StoredDocument:
     content_hash: str
     size: int
     mtime: float | None
+    copy: bool = False  # a copy of the document `id` (document_copies.py), not the document itself
 
 
 class DocumentsMixin(StoreCore):
@@ -51,13 +51,14 @@ class DocumentsMixin(StoreCore):
         """Each source with its documents and chunks, and how it is read, in the order they
         were added."""
         rows: list[Any] = self.db.execute(
-            "SELECT s.id, s.name, s.path, s.added_at, count(DISTINCT d.id), count(c.id)"
+            "SELECT s.id, s.name, s.path, s.added_at, count(DISTINCT d.id), count(c.id),"
+            " (SELECT count(*) FROM document_copies WHERE source_id = s.id)"
             " FROM sources s LEFT JOIN documents d ON d.source_id = s.id"
             " LEFT JOIN chunks c ON c.document_id = d.id GROUP BY s.id ORDER BY s.id"
         ).fetchall()
         options = self.source_options()
         infos = []
-        for source_id, name, path, added, docs, chunks in rows:
+        for source_id, name, path, added, docs, chunks, copies in rows:
             read = options.get(source_id, SourceOptions())
             infos.append(
                 SourceInfo(
@@ -70,6 +71,7 @@ class DocumentsMixin(StoreCore):
                     excludes=read.excludes,
                     no_ignore=read.no_ignore,
                     ocr_languages=read.ocr_languages,
+                    copies=copies,
                 )
             )
         return tuple(infos)
@@ -122,6 +124,8 @@ class DocumentsMixin(StoreCore):
             if ocr_languages is not None:
                 self.db.execute("DELETE FROM source_ocr WHERE source_id = ?", (source_id,))
                 if ocr_languages:
+                    from metis_lite.parsing import ocr  # its languages checked (not a search's)
+
                     self.db.execute(
                         "INSERT INTO source_ocr (source_id, languages) VALUES (?, ?)",
                         (source_id, ocr.check_languages(ocr_languages)),
@@ -165,8 +169,10 @@ class DocumentsMixin(StoreCore):
             return removed
 
     def remove_documents_of(self, source_id: int) -> int:
-        """Remove every document of a source (one transaction); returns how many."""
+        """Remove every document of a source (one transaction), and its copies of documents;
+        returns how many documents. A document with a copy in another source moves there."""
         with self._transaction():
+            self.db.execute("DELETE FROM document_copies WHERE source_id = ?", (source_id,))
             ids = [
                 r[0]
                 for r in self.db.execute(
@@ -179,10 +185,12 @@ class DocumentsMixin(StoreCore):
 
     # -- documents --------------------------------------------------------------------------
 
-    def documents_of(self, source_id: int) -> dict[str, StoredDocument]:
+    def documents_of(self, source_id: int, at: At | None = None) -> dict[str, StoredDocument]:
+        """A source's documents by path (`at`: only those at these paths or below: At)."""
+        where, args = at_paths("path", at)
         rows = self.db.execute(
-            "SELECT id, path, content_hash, size, mtime FROM documents WHERE source_id = ?",
-            (source_id,),
+            "SELECT id, path, content_hash, size, mtime FROM documents WHERE source_id = ?" + where,
+            (source_id, *args),
         )
         return {r[1]: StoredDocument(r[0], r[1], r[2], r[3], r[4]) for r in rows}
 
@@ -211,17 +219,21 @@ class DocumentsMixin(StoreCore):
             old = self.db.execute(
                 "SELECT id FROM documents WHERE source_id = ? AND path = ?", (source_id, path)
             ).fetchone()
-            kept: dict[tuple[str, str, str], tuple[str, bytes]] = {}
+            kept: dict[tuple[str, str, str], tuple[str, bytes, bytes | None]] = {}
             if old:
-                kept = {
-                    (title, headings, text): (model, embedding)
-                    for title, headings, text, model, embedding in self.db.execute(
-                        "SELECT c.title, c.headings, c.text, v.model, v.embedding FROM chunks c"
-                        " JOIN vectors v ON v.chunk_id = c.id WHERE c.document_id = ?",
+                kept = {  # with the digest of what it was embedded from (document_copies.py), if known
+                    (title, headings, text): (model, embedding, digest)
+                    for title, headings, text, model, embedding, digest in self.db.execute(
+                        "SELECT c.title, c.headings, c.text, v.model, v.embedding, g.digest"
+                        " FROM chunks c JOIN vectors v ON v.chunk_id = c.id"
+                        " LEFT JOIN chunk_digests g ON g.chunk_id = c.id WHERE c.document_id = ?",
                         (old[0],),
                     )
                 }
                 self._delete_document(old[0])
+            self.db.execute(  # a copy whose file changed is a document of its own now
+                "DELETE FROM document_copies WHERE source_id = ? AND path = ?", (source_id, path)
+            )
             self.db.execute(
                 "INSERT INTO documents (source_id, path, kind, title, content_hash, size, mtime, indexed_at)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -257,8 +269,13 @@ class DocumentsMixin(StoreCore):
                 if vector is not None:
                     self.db.execute(
                         "INSERT INTO vectors (chunk_id, model, embedding) VALUES (?, ?, ?)",
-                        (chunk_id, *vector),
+                        (chunk_id, *vector[:2]),
                     )
+                    if vector[2] is not None:
+                        self.db.execute(
+                            "INSERT INTO chunk_digests (chunk_id, digest) VALUES (?, ?)",
+                            (chunk_id, vector[2]),
+                        )
             return int(document_id)
 
     def remove_document(self, document_id: int) -> None:
@@ -266,12 +283,35 @@ class DocumentsMixin(StoreCore):
             self._delete_document(document_id)
 
     def _delete_document(self, document_id: int) -> None:
+        if self._promote_copy(document_id):
+            return  # its first copy took its place, chunks and vectors and all
         self.db.execute(
             "DELETE FROM chunks_fts WHERE rowid IN (SELECT id FROM chunks WHERE document_id = ?)",
             (document_id,),
         )
         # Chunks and their vectors go by ON DELETE CASCADE; the trigger logs vector removals.
         self.db.execute("DELETE FROM documents WHERE id = ?", (document_id,))
+
+    def _promote_copy(self, document_id: int) -> bool:
+        """Before a document is deleted: whether a copy of it took its place (document_copies.py)."""
+        return False
+
+
+At = tuple[frozenset[str], tuple[str, ...]]
+"""Paths of a source, and folders ('work/') whose paths below: what a run of a watch batch's
+changed paths may replace or remove (indexing/changed.py), read without reading the rest."""
+
+
+def at_paths(column: str, at: At | None) -> tuple[str, tuple[str, ...]]:
+    """The SQL condition (" AND …") and its arguments that keep the paths `at` names (none:
+    all); each folder a range of `column`'s index ('work/' to 'work0', '/' + 1)."""
+    if at is None:
+        return "", ()
+    names, below = at
+    ranges = [f" OR ({column} >= ? AND {column} < ?)"] * len(below)
+    bounds = [bound for folder in below for bound in (folder, folder[:-1] + "0")]
+    where = f" AND ({column} IN (SELECT value FROM json_each(?)){''.join(ranges)})"
+    return where, (json.dumps(sorted(names)), *bounds)
 
 
 def _check_no_overlap(path: str, others: Sequence[tuple[str, str]]) -> None:

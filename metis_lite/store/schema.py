@@ -36,7 +36,10 @@ version 2 then refuses the base, rather than index what its sources exclude and 
 source as a missing folder.
 4: `chunk_places` holds a chunk's heading anchor (HTML, EPUB) and whether OCR read it. An
 older base gets the table (empty: no anchors, nothing by OCR) and records 4 with its first
-write, as for 3. `source_ocr` holds the OCR languages a source names (none: the default)."""
+write, as for 3. `source_ocr` holds the OCR languages a source names (none: the default).
+`document_copies` lists the files that are byte-for-byte an indexed document, and
+`chunk_digests` what each vector was embedded from (none: each file its own document, each
+chunk embedded); code without them reads the copies' originals and embeds as before."""
 
 NOTES_PREFIX = "metis-"
 """A base's notes source is named metis-<the file's name when the base was made>."""
