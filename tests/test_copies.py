@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -271,6 +272,85 @@ def test_a_reader_never_sees_a_text_missing_while_its_original_moves(tmp_path, m
     first, second = seen
     assert first and all(docs == 1 or (docs, held) == (0, 0) for docs, held in first)
     assert second and set(second) <= {(1, 30), (1, 29)}
+
+
+SQLITE3 = shutil.which("sqlite3")
+
+
+@pytest.mark.skipif(SQLITE3 is None, reason="Debian's sqlite3 package (scripts/test installs it)")
+def test_another_process_records_copies_while_threads_search_and_the_sqlite3_shell_reads(
+    tmp_path,
+):
+    """An index run in a second process records 40 copies while two threads of this one
+    search the base and the stock sqlite3 shell reads it: no snapshot holds the text twice as
+    a document, every search finds it once (its copies as its places), and the end is whole."""
+    src = tmp_path / "docs"
+    write(src, "a.md", PAGE)
+    for n in range(40):
+        write(src, f"copies/c{n:02}.md", PAGE)
+        write(src, f"other/o{n:02}.md", f"# Note {n}\n\nunrelated words number {n}.\n")
+    base_file = tmp_path / "b.db"
+    words_only_base(base_file, src).close()
+    done = threading.Event()
+    found: list[list[int]] = []  # each search: the places of each result holding the text
+    counted: list[str] = []  # each shell read: documents holding the text, copies
+
+    def search() -> None:
+        with Base(base_file) as base:
+            while not done.is_set():
+                results = base.search("installer proxy", mode="keyword").results
+                found.append([1 + len(r.also_in) for r in results if "installer" in r.text])
+
+    def shell() -> None:
+        while not done.is_set():
+            counted.append(shell_counts(base_file))
+
+    clients = [threading.Thread(target=search) for _ in range(2)]
+    clients.append(threading.Thread(target=shell))
+    for client in clients:
+        client.start()
+    try:
+        run = subprocess.run(
+            [sys.executable, "-m", "metis_lite", "index", str(base_file), "--quiet"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=ROOT,
+        )
+    finally:
+        done.set()
+        for client in clients:
+            client.join(60)
+    assert run.returncode in (0, 3), run.stderr  # 3: vectors wait (no model answers here)
+    assert found and counted
+    assert all(len(places) <= 1 for places in found)  # never the text as two results
+    assert all(int(row.split("|")[0]) <= 1 for row in counted)  # nor as two documents
+    with Base(base_file) as base:
+        (result,) = [
+            r
+            for r in base.search("installer proxy", mode="keyword").results
+            if "installer" in r.text
+        ]
+        assert len(result.also_in) == 40
+    assert shell_counts(base_file) == "1|40"
+
+
+def shell_counts(base_file: Path) -> str:
+    """'documents holding PAGE|copies', as the stock sqlite3 shell reads them (read-only,
+    waiting for a writer as any client must)."""
+    assert SQLITE3 is not None
+    sql = (
+        "SELECT (SELECT count(*) FROM documents WHERE path = 'a.md' OR path LIKE 'copies/%'),"
+        " (SELECT count(*) FROM document_copies);"
+    )
+    run = subprocess.run(
+        [SQLITE3, "-readonly", "-cmd", ".timeout 10000", str(base_file), sql],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stderr
+    return run.stdout.strip()
 
 
 def test_sources_and_status_count_the_copies(tmp_path):

@@ -128,14 +128,16 @@ class CopiesMixin(DocumentsMixin, VectorsMixin):
     # -- shared vectors ---------------------------------------------------------------------
 
     def vectors_of_digests(self, model: str, digests: Iterable[bytes]) -> dict[bytes, bytes]:
-        """The stored vector (float32 blob) of `model` embedded from each digest that has one."""
-        found: dict[bytes, bytes] = {}
-        for digest in set(digests):
-            row: Any = self.db.execute(
-                "SELECT v.embedding FROM chunk_digests d JOIN vectors v ON v.chunk_id = d.chunk_id"
-                " WHERE d.digest = ? AND v.model = ? LIMIT 1",
-                (digest, model),
-            ).fetchone()
-            if row is not None:
-                found[digest] = bytes(row[0])
-        return found
+        """The stored vector (float32 blob) of `model` embedded from each digest that has one:
+        one query a batch (a chunk's digest probed by its index)."""
+        wanted = list(set(digests))
+        if not wanted:
+            return {}
+        marks = ",".join("?" * len(wanted))
+        rows: Any = self.db.execute(
+            "SELECT d.digest, v.embedding FROM chunk_digests d JOIN vectors v"
+            f" ON v.chunk_id = d.chunk_id WHERE d.digest IN ({marks}) AND v.model = ?"
+            " GROUP BY d.digest",  # one of the chunks holding it: their vectors are the same
+            (*wanted, model),
+        )
+        return {bytes(digest): bytes(vector) for digest, vector in rows}
