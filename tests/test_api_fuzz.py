@@ -40,6 +40,7 @@ REFUSED_THOUGH_VALID = (
     "a fact needs some text",  # text of only spaces Python strips (\x1c…) that ECMA's \S allows
     "matching regex '\\\\S'",  # the same, caught first by the body's own check of the pattern
     "must be non-empty text when given",  # the same, for subject and key
+    "cannot hold a NUL character",  # U+0000 in text, subject or key (FactRequest's description)
     "is in the future",  # stated_at past the service's clock (its description says so)
     "(a cycle)",  # replaces names a fact whose key's newer fact holds (its description says so)
 )
