@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import docx as python_docx
+import hypothesis
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -728,6 +729,7 @@ def test_scan_work_is_the_bound_computed_byte_by_byte(soup, block):
 
 @settings(max_examples=80, deadline=None)
 @given(soup=TAG_SOUP, depth=st.integers(0, 300))
+@hypothesis.example(soup="</span><b></div><b><table><tr><td><div></b><div>", depth=32)  # found once
 def test_flattening_keeps_every_word_in_order_and_bounds_the_tree(soup, depth):
     page = ("<div><span>" * depth + soup + " end").encode()
     flat = nesting.flatten(page)

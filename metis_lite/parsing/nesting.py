@@ -11,7 +11,9 @@ each tag is at most the number of tags opened before it and not yet closed — c
 is a bound. A page under SCAN_BUDGET is parsed as it is. Above it, `flatten` rewrites the tags
 the way browsers flatten over-deep trees: past FLATTEN_DEPTH open elements, the element on top
 is closed (its end tag inserted) before the next one opens, so every word is kept, in order,
-and the depth stays bounded. Tables, foreign content (SVG, MathML) and the document's own
+and the depth stays bounded. An end tag that closes elements above its own (`</div>` over an
+open `<b>`) gets their end tags written before it: a browser reopens a formatting element
+closed without one (HTML's active formatting elements), past the bound. Tables, foreign content (SVG, MathML) and the document's own
 elements are never closed so: markup that still nests past MAX_OPEN_ELEMENTS is refused.
 """
 
@@ -70,7 +72,8 @@ SCOPE = frozenset(b"applet caption html table td th marquee object template svg 
 """Where "in scope" stops: a special element's end tag closes nothing past one of these."""
 
 FORMATTING = frozenset(b"a b big code em font i nobr s small strike strong tt u".split())
-"""Closed by their end tag wherever they stand (the adoption agency's simple case)."""
+"""Closed by their end tag even past a special element (the adoption agency), not past a scope
+boundary."""
 
 _TAG = re.compile(rb"<!--.*?(?:-->|\Z)|<(/?)([a-zA-Z][^\s/>]*)[^>]*>?", re.DOTALL)
 
@@ -119,7 +122,10 @@ def flatten(data: bytes) -> bytes:
             continue  # a comment
         name = tag[2].lower()
         if tag[1]:
-            stack.end_tag(name)
+            closed = stack.end_tag(name)
+            if len(closed) > 1:  # said outright, so no parser reopens a formatting one later
+                out += (data[copied : tag.start()], *(b"</" + n + b">" for n in closed[:-1]))
+                copied = tag.start()
             continue
         if name in VOID:
             continue
@@ -178,19 +184,17 @@ class _OpenElements:
             self._scope.pop()
         return name
 
-    def end_tag(self, name: bytes) -> None:
-        """Close what `</name>` closes: the topmost `name`, unless (formatting aside) a special
-        element stands above it, or, for a special one, a scope boundary does."""
+    def end_tag(self, name: bytes) -> list[bytes]:
+        """Close what `</name>` closes: the topmost `name`, unless a scope boundary stands
+        above it (a special or formatting one), or a special element does (any other). Returns
+        the elements closed, top first: `name` last, those above it before."""
         where = self._at.get(name)
         if not where:
-            return
+            return []
         at = where[-1]
-        if name in FORMATTING:
-            pass  # the adoption agency closes it wherever it stands
-        elif name in SPECIAL:
+        if name in SPECIAL or name in FORMATTING:
             if self._scope and self._scope[-1] > at:
-                return
+                return []
         elif self._special and self._special[-1] > at:
-            return
-        while len(self._names) > at:
-            self.pop()
+            return []
+        return [self.pop() for _ in range(len(self._names) - at)]
