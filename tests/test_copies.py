@@ -249,13 +249,15 @@ def test_a_reader_never_sees_a_text_missing_while_its_original_moves(tmp_path, m
 
     def read(into: list[tuple[int, int]]) -> None:
         with Store(tmp_path / "b.db", readonly=True) as reader:
-            while not done.is_set():
+            while True:  # one read at least, however soon the run ends
                 with reader.snapshot():
                     row = reader.db.execute(
                         "SELECT (SELECT count(*) FROM documents),"
                         " (SELECT count(*) FROM document_copies)"
                     ).fetchone()
                 into.append((int(row[0]), int(row[1])))
+                if done.is_set():
+                    return
 
     with new_base(tmp_path / "b.db", src) as base:
         for n, change in enumerate((lambda: None, lambda: (src / "a.md").unlink())):
@@ -297,13 +299,17 @@ def test_another_process_records_copies_while_threads_search_and_the_sqlite3_she
 
     def search() -> None:
         with Base(base_file) as base:
-            while not done.is_set():
+            while True:  # one search at least, however soon the run ends
                 results = base.search("installer proxy", mode="keyword").results
                 found.append([1 + len(r.also_in) for r in results if "installer" in r.text])
+                if done.is_set():
+                    return
 
     def shell() -> None:
-        while not done.is_set():
+        while True:
             counted.append(shell_counts(base_file))
+            if done.is_set():
+                return
 
     clients = [threading.Thread(target=search) for _ in range(2)]
     clients.append(threading.Thread(target=shell))
