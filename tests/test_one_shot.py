@@ -172,6 +172,38 @@ def test_a_fresh_process_answers_alike_with_the_cache_off_cold_and_warm(
     assert off == cold == warm  # every result: text, citation, score, scores (JSON's digits)
 
 
+def test_a_search_process_ends_at_once_with_its_whole_output(example_base_file, tmp_path, capsys):
+    """Run as the program, a search ends without the interpreter's teardown (cli.QUICK_EXIT):
+    its output, block-buffered into a file, is whole (the answer main() gives in this process),
+    and its exit codes are those of any command."""
+    question = ["search", str(example_base_file), "vacation days", "--top-k", "50", "--json"]
+    assert cli.main(question) == 0
+    here = json.loads(capsys.readouterr().out)
+    out = tmp_path / "out.json"
+    buffered = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    with out.open("w") as stdout:
+        run = subprocess.run(
+            [sys.executable, "-m", "metis_lite", *question],
+            cwd=ROOT,
+            env=buffered,
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    assert run.returncode == 0, run.stderr
+    there = json.loads(out.read_text())
+    assert len(there["results"]) > 10 and there["results"] == here["results"]
+    gone = subprocess.run(
+        [sys.executable, "-m", "metis_lite", "search", str(tmp_path / "none.db"), "x"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert gone.returncode == 2 and "BASE_NOT_FOUND" in gone.stderr
+
+
 NOT_FOR_A_SEARCH = (
     "httpx",
     "asyncio",
