@@ -3,9 +3,13 @@
 overlap (word_models.py), asked in every mode and fusion, reranked or not, filtered, with the
 warnings of an empty, a cut and an unmatched search — one base at a time and several at once.
 
-`record(bases)` gives every answer as plain JSON, floats as written by repr (exact): the answers
-of the code of the day compared with tests/fixtures/pipeline/answers.jsonl, which the pipeline
-before its merge into one wrote (`python tests/pipeline_cases.py OUT.json`).
+`record(bases)` gives every answer as plain JSON: the answers of the code of the day compared
+with tests/fixtures/pipeline/answers.jsonl, which the pipeline before its merge into one wrote
+(`python tests/pipeline_cases.py OUT.json`). `digest` keeps of each answer the sha256 of
+everything but its floats (ids, order, texts, citations, warnings, which scores are missing),
+and its floats' count, sum and sum of squares: the last bits of a float sum depend on the CPU's
+vector instructions (NumPy's and BLAS's kernels for AVX2 and AVX-512 add in other orders), so
+`same` compares the floats within FLOAT_TOLERANCE and all the rest exactly.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import sys
 from collections.abc import Callable
 from functools import partial
@@ -132,13 +137,11 @@ def _plain(value):
         return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
-    if isinstance(value, float):
-        return repr(value)
     return value
 
 
 def answer_json(answer) -> dict:
-    """What a user reads of an answer, every float exact; of `took`, which steps it names."""
+    """What a user reads of an answer; of `took`, which steps it names."""
     return {
         "mode": answer.mode,
         "reranked": answer.reranked,
@@ -169,21 +172,59 @@ def record(bases: dict[str, Base]) -> list[dict]:
     return out
 
 
+FLOAT_TOLERANCE = 1e-12
+"""How far a float of an answer, or a sum of them, may lie from the fixture's (relative, and
+absolute near 0): a CPU's other order of addition moves the last bit (~1e-16); a change of the
+pipeline moves a score by far more."""
+
+FLOAT = "<float>"
+
+
 def digest(row: dict) -> dict:
-    """A row as the fixture keeps it: each answer's sha256 over its canonical JSON, beside the
-    chunk ids and scores it returned (what a failure shows first)."""
+    """A row as the fixture keeps it: each answer's sha256 over its canonical JSON with its
+    floats left out, their count, sum and sum of squares, and the chunk ids and scores it
+    returned (what a failure shows first)."""
     kept = {k: row[k] for k in ("bases", "question", "options")}
     for side in ("alone", "several"):
         if side in row:
             answer = row[side]
-            text = json.dumps(answer, sort_keys=True, ensure_ascii=False)
+            floats: list[float] = []
+            text = json.dumps(_floats_out(answer, floats), sort_keys=True, ensure_ascii=False)
             kept[side] = {
                 "sha256": hashlib.sha256(text.encode()).hexdigest(),
+                "floats": [len(floats), math.fsum(floats), math.fsum(f * f for f in floats)],
                 "results": [
                     [r["base"], r["chunk_id"], r["score"]] for r in answer.get("results", [])
                 ],
             }
     return kept
+
+
+def _floats_out(value, floats: list[float]):
+    """`value` with each float replaced by FLOAT, the floats appended to `floats` in order."""
+    if isinstance(value, float):
+        floats.append(value)
+        return FLOAT
+    if isinstance(value, dict):
+        return {k: _floats_out(v, floats) for k, v in sorted(value.items())}
+    if isinstance(value, list):
+        return [_floats_out(v, floats) for v in value]
+    return value
+
+
+def same(old, new) -> bool:
+    """Digests equal but for their floats, which lie within FLOAT_TOLERANCE."""
+    if isinstance(old, float) or isinstance(new, float):
+        if not isinstance(old, (int, float)) or not isinstance(new, (int, float)):
+            return False
+        return old == new or math.isclose(
+            old, new, rel_tol=FLOAT_TOLERANCE, abs_tol=FLOAT_TOLERANCE
+        )
+    if isinstance(old, dict) and isinstance(new, dict):
+        return old.keys() == new.keys() and all(same(old[k], new[k]) for k in old)
+    if isinstance(old, list) and isinstance(new, list):
+        return len(old) == len(new) and all(same(a, b) for a, b in zip(old, new, strict=True))
+    return old == new
 
 
 if __name__ == "__main__":
