@@ -39,7 +39,7 @@ REFUSED_THOUGH_VALID = (
     "offset must be a whole number from 0 to",  # the schema gives offset no maximum
     "a fact needs some text",  # text of only spaces Python strips (\x1c…) that ECMA's \S allows
     "matching regex '\\\\S'",  # the same, caught first by the body's own check of the pattern
-    "must be non-empty text when given",  # the same, for subject and key
+    "must be text a reader can see when given",  # subject or key of controls only (\x1b)
     "cannot hold a NUL character",  # U+0000 in text, subject or key (FactRequest's description)
     "is in the future",  # stated_at past the service's clock (its description says so)
     "(a cycle)",  # replaces names a fact whose key's newer fact holds (its description says so)
