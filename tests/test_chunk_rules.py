@@ -10,7 +10,7 @@ from conftest import FIXTURES, words_only_base
 from word_models import WORDS, WordsEmbedder
 
 from metis_lite.parsing import parse
-from metis_lite.records import Document
+from metis_lite.records import Document, Section
 from metis_lite.text import chunking
 from metis_lite.text.chunking import LONE_FRAGMENT_CHARS, RULES_VERSION, chunk
 
@@ -81,7 +81,7 @@ def texts(base) -> dict[str, tuple[int, bytes | None]]:
 
 def test_a_new_base_records_the_rules_its_chunks_are_cut_by(tmp_path):
     with words_only_base(tmp_path / "new.db", FIXTURES / "fragments") as base:
-        assert base.store.chunk_rules == RULES_VERSION == 2
+        assert base.store.chunk_rules == RULES_VERSION == 3
         base.index()
         assert not base.store.chunks_outdated
         assert "CHUNKS_OUTDATED" not in [w.code for w in base.status().warnings]
@@ -115,3 +115,75 @@ def test_index_cuts_a_base_of_older_rules_again_and_keeps_unchanged_chunks_vecto
         assert report.without_vector == 0
         # The next run reads nothing again.
         assert base.index().unchanged == 3
+
+
+PAGE = """<html><head><title>Gears</title></head><body>
+<div class="navheader"><a href="prev.html">Prev</a> | <a href="index.html">Home</a></div>
+<div class="sect1" id="gears"><h2>Gears</h2><p>A gearbox waits thirty seconds for its teeth.</p>
+</div><div class="navfooter"><a href="next.html">Next</a> | <a href="index.html">Home</a></div>
+</body></html>"""
+
+
+def test_a_base_of_rules_2_reads_its_web_pages_again_and_nothing_else(tmp_path):
+    """Version 3 reads web pages without their site and cites their anchors: a base cut by
+    version 2 says so and `index` reads its pages again, its other documents (a PDF's OCR
+    among them) kept as they are."""
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "onboarding.md").write_text(UNCHANGED, encoding="utf-8")
+    (folder / "gears.html").write_text(PAGE, encoding="utf-8")
+    with words_only_base(tmp_path / "two.db", folder) as base:
+        base.configure(embedding=WORDS)
+        base.index()
+        store = base.store
+        # As version 2 read the page: its bars among its words, no anchor.
+        (doc_id, source_id, content_hash, size, mtime) = store.db.execute(
+            "SELECT id, source_id, content_hash, size, mtime FROM documents"
+            " WHERE path = 'gears.html'"
+        ).fetchone()
+        old = Document(
+            "Gears",
+            "html",
+            (
+                Section(
+                    text="Prev | Home\n\nA gearbox waits thirty seconds for its teeth.\n\n"
+                    "Next | Home",
+                    headings=("Gears",),
+                ),
+            ),
+        )
+        store.replace_document(
+            source_id=source_id,
+            path="gears.html",
+            kind="html",
+            title="Gears",
+            content_hash=content_hash,
+            size=size,
+            mtime=mtime,
+            chunks=chunk(old),
+        )
+        with store.writing():
+            store.db.execute("UPDATE meta SET value = '2' WHERE key = 'chunk_rules'")
+        assert store.chunks_outdated
+        assert "CHUNKS_OUTDATED" in [w.code for w in base.status().warnings]
+
+        report = base.index()
+
+        assert (report.updated, report.unchanged) == (1, 1)  # the page; not the Markdown
+        assert store.chunk_rules == RULES_VERSION and not store.chunks_outdated
+        [hit] = base.search("gearbox teeth", mode="keyword").results
+        assert "Home" not in hit.text and hit.citation.anchor == "gears"
+        assert base.index().unchanged == 2
+
+
+def test_a_base_of_rules_2_without_web_pages_is_not_outdated(tmp_path):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "onboarding.md").write_text(UNCHANGED, encoding="utf-8")
+    with words_only_base(tmp_path / "two.db", folder) as base:
+        base.index()
+        with base.store.writing():
+            base.store.db.execute("UPDATE meta SET value = '2' WHERE key = 'chunk_rules'")
+        assert not base.store.chunks_outdated
+        assert "CHUNKS_OUTDATED" not in [w.code for w in base.status().warnings]
+        assert base.index().unchanged == 1

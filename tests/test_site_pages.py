@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import io
 import os
+import re
+from pathlib import Path
 
 import docx
 import pytest
@@ -129,7 +131,66 @@ RUSTDOC = """<!DOCTYPE html><html lang="en"><head><title>Gearbox in widget::gear
 </section></summary><div class="docblock"><p>Blocks until the gearbox answers.</p></div>
 </details></div></details></div></section></div></main></body></html>"""
 
+DOCBOOK = """<!DOCTYPE html><html><head><title>5.11. Timeouts</title></head>
+<body id="docContent"><div class="navheader"><table width="100%" summary="Navigation header">
+<tr><th colspan="5" align="center">FURNITURE 5.11. Timeouts</th></tr><tr><td><a accesskey="p"
+ href="ddl-inherit.html">FURNITURE Prev</a></td><td><a accesskey="u" href="ddl.html">Up</a></td>
+<th>FURNITURE Chapter 5</th><td><a href="index.html">Home</a></td></tr></table><hr /></div>
+<div class="sect1" id="DDL-TIMEOUTS"><div class="titlepage"><div><div><h2 class="title"
+ style="clear: both">5.11. Timeouts</h2></div></div></div>
+<p>A widget waits thirty seconds for the gearbox.</p>
+<div class="sect2" id="DDL-TIMEOUTS-RETRIES"><div class="titlepage"><div><div>
+<h3 class="title">5.11.1. Retries</h3></div></div></div><p>Three retries follow a timeout.</p>
+<div class="refsect2" id="SQL-RETRY-CONCURRENTLY"><h4>Retrying Concurrently</h4>
+<p>Two widgets may retry at once.</p></div></div></div>
+<div class="navfooter"><hr /><table width="100%" summary="Navigation footer"><tr><td>
+<a accesskey="p" href="ddl-inherit.html">FURNITURE Prev</a></td><td>Up</td><td>Next</td></tr>
+</table></div></body></html>"""
+
+TEXINFO = """<!DOCTYPE html><html><head><title>Timeouts (Widget Manual)</title></head><body>
+<div class="chapter-level-extent" id="Timeouts"><div class="nav-panel"><p>
+FURNITURE Next: <a href="Retries.html" accesskey="n" rel="next">Retries</a>, Up: <a
+ href="index.html" accesskey="u" rel="up">Top</a></p></div><hr>
+<h2 class="chapter"><span>1 Timeouts<a class="copiable-link" href="#Timeouts"> &para;</a></span>
+</h2><p>A widget waits thirty seconds for the gearbox.</p>
+<div class="section-level-extent" id="Retries"><h3 class="section">1.1 Retries</h3>
+<p>Three retries follow a timeout.</p></div></div></body></html>"""
+
+OLD_SPHINX = """<html><head><title>Timeouts &#8212; Widget 1.0 documentation</title></head><body>
+<div class="related" role="navigation"><ul><li>FURNITURE index</li></ul></div>
+<div class="body" role="main"><div class="section" id="timeouts"><span id="waiting"></span>
+<h1>Timeouts</h1><p>A widget waits thirty seconds for the gearbox.</p>
+<div class="section" id="retries"><h2>Retries</h2><p>Three retries follow a timeout.</p>
+<div class="admonition note" id="retry-note"><p>A note.</p></div><h3>Backoff</h3>
+<p>Each retry waits longer.</p></div></div></div></body></html>"""
+
 GENERATORS = {
+    "docbook": (
+        DOCBOOK,
+        "5.11. Timeouts",
+        [
+            (("5.11. Timeouts",), "DDL-TIMEOUTS"),
+            (("5.11. Timeouts", "5.11.1. Retries"), "DDL-TIMEOUTS-RETRIES"),
+            (
+                ("5.11. Timeouts", "5.11.1. Retries", "Retrying Concurrently"),
+                "SQL-RETRY-CONCURRENTLY",
+            ),
+        ],
+    ),
+    "texinfo": (
+        TEXINFO,
+        "Timeouts (Widget Manual)",
+        [(("1 Timeouts",), "Timeouts"), (("1 Timeouts", "1.1 Retries"), "Retries")],
+    ),
+    "sphinx-before-html5": (
+        OLD_SPHINX,
+        "Timeouts — Widget 1.0 documentation",
+        [
+            (("Timeouts",), "timeouts"),
+            (("Timeouts", "Retries"), "retries"),
+            (("Timeouts", "Retries", "Backoff"), None),
+        ],
+    ),
     "sphinx": (
         SPHINX,
         "Timeouts — Widget 2.1 documentation",
@@ -374,3 +435,15 @@ def test_a_docx_title_is_its_core_title_when_real_else_its_first_heading(
     core_title, paragraphs, title
 ):
     assert docx_parser.parse(_docx(core_title, paragraphs), name="review").title == title
+
+
+def test_the_console_leaves_out_what_the_index_leaves_out():
+    """The console shows a page without the furniture the index reads it without: the same
+    roles and generators' classes (console/document.js's PAGE_FURNITURE)."""
+    script = (Path(html.__file__).parents[1] / "console" / "document.js").read_text()
+    furniture = re.search(r"const PAGE_FURNITURE = \[(.*?)\]\.join", script, re.S)
+    assert furniture, "PAGE_FURNITURE not found in document.js"
+    named = set(re.findall(r'"([a-z-]+)"', furniture.group(1)))
+    # Forms (role form) are left out of the words but stay in the page shown.
+    assert html.FURNITURE_CLASSES | (html.SKIPPED_ROLES - {"form"}) <= named
+    assert {"nav", "aside", "footer"} <= named

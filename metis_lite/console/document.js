@@ -22,10 +22,12 @@ const PASSAGE_MARGIN_PX = 16; // room kept between the page's head and a passage
 
 /* What a site repeats on every page, left out of an HTML page shown, as metis_lite/parsing/html.py
  * leaves it out of the index: navigation, sidebars, footers, elements of a furniture role,
- * breadcrumbs (and the page's header: one outside its content). The page's content (CONTENT,
- * then its one <article>) is shown alone when it has one with text. */
+ * breadcrumbs, generators' bars marked by class alone (html.py's FURNITURE_CLASSES: DocBook's,
+ * Texinfo's, Doxygen's) (and the page's header: one outside its content). The page's content
+ * (CONTENT, then its one <article>) is shown alone when it has one with text. */
 const PAGE_FURNITURE = [
   "nav", "aside", "footer", "[class*='breadcrumb' i]",
+  ...["navheader", "navfooter", "nav-panel", "navpath"].map((name) => `[class~='${name}']`),
   ...["navigation", "banner", "contentinfo", "complementary", "search", "menu", "menubar", "toolbar"]
     .map((role) => `[role~='${role}' i]`),
 ].join(", ");

@@ -189,7 +189,8 @@ def index(
             store.documents_of(i) for i, _, path in store.sources() if path and i not in listed
         ) and not any(source.held for source in sources)
         if store.chunks_outdated:
-            sources = [_cut_again(source) for source in sources]
+            kinds = chunking.kinds_cut_otherwise(store.chunk_rules)
+            sources = [_cut_again(source, kinds) for source in sources]
         embedding = Embedding(
             store,
             embedder,
@@ -357,10 +358,12 @@ def _file_is_there(store: Store, source_id: int, name: str, path: Path, tally: _
     return False
 
 
-def _cut_again(source: _Source) -> _Source:
-    """The source with its documents as if each had changed: read, parsed and cut again."""
+def _cut_again(source: _Source, kinds: frozenset[str] | None) -> _Source:
+    """The source with its documents of `kinds` (None: all) as if each had changed: read,
+    parsed and cut again."""
+    cut = {f.name for f in source.files if kinds is None or f.kind in kinds}
     stored = {
-        name: dataclasses.replace(document, content_hash="", size=-1)
+        name: dataclasses.replace(document, content_hash="", size=-1) if name in cut else document
         for name, document in source.stored.items()
     }
     return dataclasses.replace(source, stored=stored)

@@ -9,13 +9,17 @@ A page is read without its site: what a documentation generator repeats on every
 out. When the page has a `<main>` (or an element of ARIA role main) only that is read, and
 within it (or the page) its one `<article>` when it has exactly one; a region with no text
 (an empty `<main>`) gives way to the whole page. Furniture — scripts, styles, navigation,
-the page's header and footer, asides, forms, breadcrumbs, and elements whose ARIA role says
-they are one of those — is left out wherever it is, and so are skip links ("Skip to content")
+the page's header and footer, asides, forms, breadcrumbs, the bars of generators that mark
+them by class alone (DocBook's, Texinfo's, Doxygen's), and elements whose ARIA role says they
+are one of those — is left out wherever it is, and so are skip links ("Skip to content")
 and the permalink anchors generators put beside headings and definitions (`¶` in Sphinx and
 MkDocs, `#` in Docusaurus and Hugo themes, `§` in rustdoc, `🔗` or an icon in Javadoc: a link
 to `#id` in the page whose text is no more than such a glyph). Each section keeps its
-heading's anchor: the heading's id, else its permalink's target, else the id of the
-`<section>` or `<article>` it lies in, so a result cites `page.html#anchor`.
+heading's anchor: the heading's id, else its permalink's target, else the id of the `<div>`,
+`<section>` or `<article>` that opens with it (no words between its start and the heading:
+DocBook's `<div class="sect2" id="…"><div class="titlepage">…<h3>`, Texinfo's and older
+Sphinx's and pandoc's `<div class="section" id="…"><h2>`), else the id of the `<section>` or
+`<article>` it lies in, so a result cites `page.html#anchor`.
 
 Block elements become paragraphs, table rows become one line with cells joined by " | ",
 whitespace is collapsed inside paragraphs (kept, line by line, inside `<pre>`).
@@ -62,11 +66,18 @@ SKIPPED_ROLES = frozenset(
 """ARIA roles that mark an element as furniture (`<div role="navigation">` is a `<nav>`):
 Sphinx, for one, marks its sidebar and its related-pages bars so."""
 
-MARKED = '[role], [class*="breadcrumb" i], main, article, a[href^="#"]'
+FURNITURE_CLASSES = frozenset({"navheader", "navfooter", "nav-panel", "navpath"})
+"""Classes that generators without `<nav>` give the bars they repeat on every page: DocBook
+XSL's navigation header and footer (Prev | Up | Home | Next: PostgreSQL's manual and many
+more), Texinfo's panel (Next: … Previous: … Up: …) and Doxygen's path of parents."""
+
+MARKED = '[role], [class*="breadcrumb" i], main, article, a[href^="#"], ' + ", ".join(
+    f'[class~="{name}"]' for name in sorted(FURNITURE_CLASSES)
+)
 """The elements looked at before the walk: those of a role (furniture, or the content's
 region), breadcrumbs (`<ol class="breadcrumb">`: the generators' trail of the page's parents,
-removed wherever they are), `<main>` and `<article>`, and links within the page (permalinks,
-skip links)."""
+removed wherever they are), generators' bars (FURNITURE_CLASSES), `<main>` and `<article>`,
+and links within the page (permalinks, skip links)."""
 
 PERMALINK_GLYPHS = frozenset({"", "¶", "#", "§", "🔗", "⚓"})
 """The text of a generator's permalink anchor, whitespace and invisible characters removed
@@ -95,8 +106,9 @@ SECTIONING = frozenset({"article", "main", "section"})
 
 HEADINGS = {f"h{n}": n for n in range(1, 7)}
 
-ANCHORED = frozenset(HEADINGS) | SECTIONING
-"""The elements whose id the reader is given: a heading's, or the section's it lies in."""
+ANCHORED = frozenset(HEADINGS) | SECTIONING | {"div"}
+"""The elements whose id the reader is given: a heading's, the section's it lies in, or the
+`<div>`'s that opens with it."""
 
 BLOCKS = frozenset(
     "address article blockquote br caption center dd details dir div dl dt fieldset "
@@ -206,9 +218,11 @@ def _prepare(tree: LexborHTMLParser) -> LexborNode | None:
             continue
         attrs = node.attrs
         roles = (attrs.get("role") or "").lower().split()
+        classes = attrs.get("class") or ""
         if (
             not SKIPPED_ROLES.isdisjoint(roles)
-            or "breadcrumb" in (attrs.get("class") or "").lower()
+            or "breadcrumb" in classes.lower()
+            or not FURNITURE_CLASSES.isdisjoint(classes.split())
         ):
             node.remove()  # unlinked, not freed: a match inside it stays valid
         elif tag == "main":
@@ -271,6 +285,7 @@ class PageReader:
         self._chain: list[tuple[int, str]] = []
         self._anchor: str | None = None  # the anchor of the section being read
         self._places: list[str | None] = []  # the ids of the sections the reader is in
+        self._lead: str | None = None  # the id of the innermost element opened since words
         self._paragraphs: list[str] = []
         self._words: list[str] = []  # text of the paragraph being read
         self._has_words = False  # whether _words holds more than whitespace (no join per cell)
@@ -324,6 +339,10 @@ class PageReader:
         elif tag in SECTIONING:
             self._sectioning += 1
             self._places.append(anchor)
+            if anchor:
+                self._lead = anchor
+        elif anchor and tag == "div":
+            self._lead = anchor
 
     def leave(self, tag: str) -> None:
         if tag in HEADINGS and self._heading and self._heading[0] == HEADINGS[tag]:
@@ -360,11 +379,13 @@ class PageReader:
 
     def _open_heading(self, level: int, text: str, anchor: str | None) -> None:
         """A heading read: the section before it ends, and the next is under it, at its
-        anchor (its id, else the id of the innermost section it lies in that has one)."""
+        anchor (its id, else the id of the element that opens with it, else the id of the
+        innermost section it lies in that has one)."""
         if not text:
             return
         self.end_section()
-        self._anchor = anchor or next((a for a in reversed(self._places) if a), None)
+        lead, self._lead = self._lead, None
+        self._anchor = anchor or lead or next((a for a in reversed(self._places) if a), None)
         while self._chain and self._chain[-1][0] >= level:
             self._chain.pop()
         self.headings_read.append((tuple(t for _, t in self._chain), text, self._anchor))
@@ -379,6 +400,7 @@ class PageReader:
         self._has_words = False
 
     def _end_paragraph(self) -> None:
+        read = len(self._paragraphs)
         if self._rows_read:
             self._paragraphs.append("\n".join(self._rows_read))
             self._rows_read = []
@@ -391,3 +413,5 @@ class PageReader:
             self._paragraphs += [b.strip("\n") for b in blocks if b.strip()]
         elif text := collapse(raw):
             self._paragraphs.append(text)
+        if len(self._paragraphs) > read:
+            self._lead = None  # words came between: no element opened before them opens a heading

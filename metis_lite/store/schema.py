@@ -228,12 +228,17 @@ class SchemaMixin(StoreCore):
     @property
     def chunks_outdated(self) -> bool:
         """True when documents of the base's folders were cut by older chunking rules than this
-        metis-lite's: `index` cuts them again (facts are one chunk each, cut by no rule)."""
+        metis-lite's, of a kind the newer rules cut otherwise: `index` cuts them again (facts
+        are one chunk each, cut by no rule)."""
         if self.chunk_rules >= chunking.RULES_VERSION:
             return False
+        kinds = chunking.kinds_cut_otherwise(self.chunk_rules)
         row = self.db.execute(
             "SELECT EXISTS (SELECT 1 FROM documents d JOIN sources s ON s.id = d.source_id"
-            " WHERE s.path IS NOT NULL)"
+            " WHERE s.path IS NOT NULL"
+            + ("" if kinds is None else " AND d.kind IN (SELECT value FROM json_each(?))")
+            + ")",
+            () if kinds is None else (json.dumps(sorted(kinds)),),
         ).fetchone()
         return bool(row and row[0])
 

@@ -61,18 +61,37 @@ neighbouring section of its document: a page marker is 8 to 25 characters, "See 
 "This page intentionally left blank." 35; a passage that answers a question is a sentence or
 more (the example handbook's shortest section holds 97)."""
 
-RULES_VERSION = 2
-"""The chunking rules a base's chunks were cut by, recorded in the base (`meta.chunk_rules`):
+RULES_VERSION = 3
+"""The rules a base's chunks were read and cut by, recorded in the base (`meta.chunk_rules`):
 1, no record: a page marker, a lone heading line or a stray line could be a chunk alone; 2: no
-cut leaves a fragment, and a lone fragment section joins its neighbour. `index` cuts again the
-documents of a base whose chunks are older (Store.chunks_outdated)."""
+cut leaves a fragment, and a lone fragment section joins its neighbour; 3: a web page (HTML,
+EPUB) is read without its site (parsing/html.py: its main content, no navigation bars,
+breadcrumbs or permalink glyphs) and each section keeps its heading's anchor. `index` reads and
+cuts again the documents of a base whose chunks are older (Store.chunks_outdated): those of the
+kinds the newer versions changed (RULES_CHANGED)."""
+
+RULES_CHANGED: dict[int, frozenset[str] | None] = {2: None, 3: frozenset({"html", "epub"})}
+"""The kinds of documents each version of the rules reads or cuts otherwise (None: every
+kind): a base moved from version 2 reads its web pages again, not its PDFs (nor OCR again)."""
+
+
+def kinds_cut_otherwise(recorded: int) -> frozenset[str] | None:
+    """The kinds of documents the rules since version `recorded` cut otherwise (None: all)."""
+    kinds: set[str] = set()
+    for version in range(recorded + 1, RULES_VERSION + 1):
+        changed = RULES_CHANGED[version]
+        if changed is None:
+            return None
+        kinds |= changed
+    return frozenset(kinds)
 
 
 CHUNKS_OUTDATED = MetisWarning(
     "CHUNKS_OUTDATED",
-    "the base's passages were cut by older chunking rules (a page marker or a stray line can be "
-    "a passage of its own and come first by meaning): run `metis-lite index BASE` to cut them "
-    "again (passages whose text is unchanged keep their vectors)",
+    "the base's passages were read and cut by older rules (a page's navigation bar, a page "
+    "marker or a stray line can be a passage of its own and come first by meaning, and web "
+    "pages' passages cite no heading's anchor): run `metis-lite index BASE` to cut them again "
+    "(passages whose text is unchanged keep their vectors)",
 )
 """Said by every search and the status of a base whose chunks are older (Store.chunks_outdated),
 until `index` cuts them again."""
