@@ -514,3 +514,14 @@ def test_a_folder_of_each_kind_is_indexed_and_found_with_its_citation(tmp_path, 
             None,
         )
         assert cited("gearbox") == ("wind.pptx", "pptx", "Wind Farm Review", ("Costs",), 2)
+
+
+def test_an_epubs_table_of_contents_in_its_spine_is_skipped_and_the_book_read():
+    links = "".join(f'<li><a href="c{n}.xhtml">Chapter {n} of the book</a></li>' for n in (1, 2, 3))
+    book = epub(
+        {
+            "toc.xhtml": chapter("Contents", f"<h1>Contents</h1><ol>{links}</ol>"),
+            "one.xhtml": chapter("One", "<h1>The Storm</h1><p>Waves broke over the lamp.</p>"),
+        }
+    )
+    assert [s.text for s in read("epub", book).sections] == ["Waves broke over the lamp."]

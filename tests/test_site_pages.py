@@ -447,3 +447,57 @@ def test_the_console_leaves_out_what_the_index_leaves_out():
     # Forms (role form) are left out of the words but stay in the page shown.
     assert html.FURNITURE_CLASSES | (html.SKIPPED_ROLES - {"form"}) <= named
     assert {"nav", "aside", "footer"} <= named
+
+
+# --- lists of links ----------------------------------------------------------------------------
+
+LINKS = "".join(f'<li><a href="page{n}.html">Other page number {n}</a></li>' for n in range(6))
+
+
+def test_a_list_of_links_to_other_pages_is_left_out_and_a_list_that_says_something_is_read():
+    page = f"""<main><h1 id="gears">Gears</h1><p>A gearbox waits thirty seconds.</p>
+    <ul>{LINKS}</ul>
+    <ul><li><a href="a.html">Timeouts</a>: how long a gearbox waits before it retries.</li>
+    <li><a href="b.html">Retries</a>: how many times a widget asks again after a timeout.</li></ul>
+    <ul><li><a href="c.html">Sprockets</a></li><li><a href="d.html">Chains</a></li></ul>
+    </main>"""
+    [section] = html.parse(page.encode(), name="p").sections
+    assert "Other page" not in section.text  # six links, nothing of their own
+    assert "how many times a widget asks again" in section.text  # links that are explained
+    assert "Sprockets" in section.text  # too short a list to say it is the site's
+
+
+def test_a_definitions_permalink_glyph_is_no_link_to_another_page():
+    entries = "".join(
+        f'<dt id="os.O_{n}">os.O_{n}<a class="headerlink" href="#os.O_{n}">¶</a></dt>'
+        for n in ("RDONLY", "WRONLY", "RDWR", "APPEND", "CREAT", "EXCL", "TRUNC", "SYNC")
+    )
+    page = f"<main><h1>os</h1><dl>{entries}<dd>Flags for the mode of open().</dd></dl></main>"
+    [section] = html.parse(page.encode(), name="p").sections
+    assert "os.O_RDONLY" in section.text and "¶" not in section.text
+
+
+def test_a_page_of_nothing_but_links_is_not_indexed_and_says_why():
+    page = f"<html><body><main><h1>Index</h1><h2>A</h2><ul>{LINKS}</ul></main></body></html>"
+    with pytest.raises(html.ParseError, match="only links to other pages"):
+        html.parse(page.encode(), name="genindex")
+    plain = b"<html><body><h1>Index</h1><h2>A</h2></body></html>"  # headings alone: read
+    assert [s.text for s in html.parse(plain, name="p").sections] == ["Index", "A"]
+
+
+def test_what_a_site_marks_as_not_for_its_search_is_left_out():
+    page = b"""<body><div class=nosearch><div class="tagline">FURNITURE Small. Fast.</div>
+    <ul><li><a href="index.html">Home</a><li><a href="about.html">About</a></ul></div>
+    <div data-pagefind-ignore="all">FURNITURE related posts</div>
+    <h1>Gears</h1><p>A gearbox waits thirty seconds.</p></body>"""
+    [section] = html.parse(page, name="p").sections
+    assert "FURNITURE" not in section.text and "Home" not in section.text
+    assert section.text == "A gearbox waits thirty seconds."
+
+
+def test_no_more_lists_than_the_bound_are_measured_for_their_links(monkeypatch):
+    monkeypatch.setattr(html, "LINK_LISTS_MAX", 2)
+    lists = "".join(f"<ul>{LINKS.replace('Other', f'List{n}')}</ul>" for n in range(3))
+    [section] = html.parse(f"<main><h1>Gears</h1>{lists}</main>".encode(), name="p").sections
+    assert "List0" not in section.text and "List1" not in section.text
+    assert "List2 page number 5" in section.text  # past the bound: read as any text

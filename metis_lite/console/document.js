@@ -26,8 +26,8 @@ const PASSAGE_MARGIN_PX = 16; // room kept between the page's head and a passage
  * Texinfo's, Doxygen's) (and the page's header: one outside its content). The page's content
  * (CONTENT, then its one <article>) is shown alone when it has one with text. */
 const PAGE_FURNITURE = [
-  "nav", "aside", "footer", "[class*='breadcrumb' i]",
-  ...["navheader", "navfooter", "nav-panel", "navpath"].map((name) => `[class~='${name}']`),
+  "nav", "aside", "footer", "[class*='breadcrumb' i]", "[data-pagefind-ignore]",
+  ...["navheader", "navfooter", "nav-panel", "navpath", "toc", "nosearch"].map((name) => `[class~='${name}']`),
   ...["navigation", "banner", "contentinfo", "complementary", "search", "menu", "menubar", "toolbar"]
     .map((role) => `[role~='${role}' i]`),
 ].join(", ");

@@ -44,8 +44,9 @@ FONT_OBFUSCATION = frozenset(
 )
 """The algorithms that only obfuscate embedded fonts (the IDPF's and Adobe's)."""
 
-NO_TEXT = frozenset({"no text", "empty file"})
-"""html.parse's reasons for a chapter that holds nothing to read: skipped, not refused."""
+NO_TEXT = frozenset({"no text", "empty file", html.ONLY_LINKS})
+"""html.parse's reasons for a chapter that holds nothing to read (a table of contents in the
+spine among them): skipped, not refused."""
 
 _CONTAINER = "{urn:oasis:names:tc:opendocument:xmlns:container}"
 _OPF = "{http://www.idpf.org/2007/opf}"

@@ -66,18 +66,46 @@ SKIPPED_ROLES = frozenset(
 """ARIA roles that mark an element as furniture (`<div role="navigation">` is a `<nav>`):
 Sphinx, for one, marks its sidebar and its related-pages bars so."""
 
-FURNITURE_CLASSES = frozenset({"navheader", "navfooter", "nav-panel", "navpath"})
+FURNITURE_CLASSES = frozenset({"navheader", "navfooter", "nav-panel", "navpath", "toc", "nosearch"})
 """Classes that generators without `<nav>` give the bars they repeat on every page: DocBook
 XSL's navigation header and footer (Prev | Up | Home | Next: PostgreSQL's manual and many
-more), Texinfo's panel (Next: … Previous: … Up: …) and Doxygen's path of parents."""
+more), Texinfo's panel (Next: … Previous: … Up: …) and Doxygen's path of parents; the table
+of contents DocBook puts at the head of a chapter (its list of links and its title); and what
+a site marks as not for its own search (`nosearch`: SQLite's banner, menu and tagline, or
+`data-pagefind-ignore`, Pagefind's mark, in MARKED)."""
 
-MARKED = '[role], [class*="breadcrumb" i], main, article, a[href^="#"], ' + ", ".join(
-    f'[class~="{name}"]' for name in sorted(FURNITURE_CLASSES)
+MARKED = (
+    '[role], [class*="breadcrumb" i], [data-pagefind-ignore], main, article, a[href^="#"], '
+    "ul, ol, dl, " + ", ".join(f'[class~="{name}"]' for name in sorted(FURNITURE_CLASSES))
 )
 """The elements looked at before the walk: those of a role (furniture, or the content's
 region), breadcrumbs (`<ol class="breadcrumb">`: the generators' trail of the page's parents,
 removed wherever they are), generators' bars (FURNITURE_CLASSES), `<main>` and `<article>`,
-and links within the page (permalinks, skip links)."""
+links within the page (permalinks, skip links) and lists (of links: LINK_LIST_SHARE)."""
+
+LISTS = frozenset({"ul", "ol", "dl"})
+LIST_ITEMS = frozenset({"li", "dd", "dt"})
+
+LINK_LIST_WORDS = 10
+LINK_LIST_SHARE = 0.8
+"""A list (`ul`, `ol`, `dl`, not within another's item) of at least LINK_LIST_WORDS words of
+which at least LINK_LIST_SHARE are the words of its links is a list of links: a table of
+contents, a site map, an index of terms, a "see also" list of other pages. It is left out:
+its words are other pages' titles, and they would find this page for what those pages say
+(Python's documentation: 11 % of its pages' words, its index and contents pages almost whole;
+PostgreSQL's: its book index and each chapter's table of contents). A shorter list, or one
+whose items say something of their own beside their link, is read."""
+
+LINK_WORDS_MAX = 12
+"""Words of a link, at most, when a list is measured: a list with fewer links than its words
+need at that length is no list of links, read without measuring each link."""
+
+LINK_LISTS_MAX = 2_000
+"""The most lists of a page measured for their links (a hostile page of a million lists costs
+no more; the others are read)."""
+
+ONLY_LINKS = "only links to other pages (an index or a table of contents): nothing of its own"
+"""Why a page whose text was all in lists of links is not indexed."""
 
 PERMALINK_GLYPHS = frozenset({"", "¶", "#", "§", "🔗", "⚓"})
 """The text of a generator's permalink anchor, whitespace and invisible characters removed
@@ -85,6 +113,7 @@ PERMALINK_GLYPHS = frozenset({"", "¶", "#", "§", "🔗", "⚓"})
 
 INVISIBLE = str.maketrans("", "", "\u200b\u200c\u200d\u2060\ufeff\ufe0e\ufe0f")
 """Zero-width characters and the variation selectors: no text to a reader."""
+
 
 SKIP_LINK = re.compile(r"(skip|jump)\s+(to|over|navigation)\b", re.I)
 """The text of an accessibility skip link ("Skip to main content", "Skip navigation")."""
@@ -151,14 +180,17 @@ def parse(data: bytes, *, name: str) -> Document:
         raise ParseError(f"not readable as HTML ({reason(exc)})") from exc
     title_element = tree.css_first("title")
     page_title = collapse(title_element.text()) if title_element is not None else ""
-    region = _prepare(tree)
+    region, links_removed = _prepare(tree)
     reader = PageReader()
     if region is not None:
         walk(region, reader)
     if tree.root is not None and reader.empty:  # no region, or one with no text in it
         reader = PageReader()
         walk(tree.root, reader)
-    return reader.finish(page_title, name)
+    document = reader.finish(page_title, name)
+    if links_removed and not reader.sections:  # its headings alone were left
+        raise ParseError(ONLY_LINKS)
+    return document
 
 
 def head_title(data: bytes) -> str:
@@ -203,28 +235,41 @@ def walk(root: LexborNode, reader: PageReader) -> None:
             child = child.prev
 
 
-def _prepare(tree: LexborHTMLParser) -> LexborNode | None:
+def _prepare(tree: LexborHTMLParser) -> tuple[LexborNode | None, bool]:
     """Before the walk, in one pass over the elements that may matter (MARKED: lexbor matches
     a list of selectors in one walk of its tree, each selector apart in one walk each): remove
-    furniture (FURNITURE_ROLES, breadcrumbs), permalink anchors and skip links; return the
-    content region: the page's `<main>` (else its element of role main), and within it (or
-    the page) its one `<article>` when it has exactly one; None when neither."""
+    furniture (FURNITURE_ROLES, breadcrumbs), permalink anchors, skip links and lists of links;
+    return the content region: the page's `<main>` (else its element of role main), and within
+    it (or the page) its one `<article>` when it has exactly one, None when neither; and
+    whether a list of links was removed."""
     mains: list[LexborNode] = []
     role_mains: list[LexborNode] = []
     articles: list[LexborNode] = []
+    lists = 0
+    links_removed = False
     for node in tree.css(MARKED):
         tag = node.tag
         if tag == "a" and _dropped_link(node):
             continue
-        attrs = node.attrs
+        if tag in LISTS:
+            parent = node.parent
+            if parent is None or parent.tag in LIST_ITEMS:
+                continue  # measured with the list it is an item of (or removed with it)
+        attrs = node.attributes
         roles = (attrs.get("role") or "").lower().split()
         classes = attrs.get("class") or ""
         if (
             not SKIPPED_ROLES.isdisjoint(roles)
             or "breadcrumb" in classes.lower()
             or not FURNITURE_CLASSES.isdisjoint(classes.split())
+            or "data-pagefind-ignore" in attrs
         ):
             node.remove()  # unlinked, not freed: a match inside it stays valid
+        elif tag in LISTS:
+            lists += 1
+            if lists <= LINK_LISTS_MAX and _of_links(node):
+                node.remove()
+                links_removed = True
         elif tag == "main":
             mains.append(node)
         elif tag == "article":
@@ -234,9 +279,26 @@ def _prepare(tree: LexborHTMLParser) -> LexborNode | None:
     candidates = (*mains, *role_mains)[:REGIONS_MAX]
     region = next((n for n in candidates if _read_within(n, None)), None)
     if len(articles) > REGIONS_MAX:
-        return region  # a page of many articles (a listing): no one of them is its content
+        return region, links_removed  # a page of many articles (a listing): none its content
     articles = [a for a in articles if _read_within(a, region)]
-    return articles[0] if len(articles) == 1 else region
+    return (articles[0] if len(articles) == 1 else region), links_removed
+
+
+def _of_links(listing: LexborNode) -> bool:
+    """Whether `listing` is a list of links (LINK_LIST_WORDS, LINK_LIST_SHARE); a permalink
+    (a definition's `¶`) is no link to another page."""
+    words = len(listing.text(deep=True).split())
+    if words < LINK_LIST_WORDS:
+        return False
+    links = listing.css("a[href]")
+    if len(links) * LINK_WORDS_MAX < LINK_LIST_SHARE * words:
+        return False  # too few links to hold that share of its words
+    linked = 0
+    for link in links:
+        text = link.text(deep=True).split()
+        if len(text) > 1 or (text and text[0] not in PERMALINK_GLYPHS):
+            linked += len(text)
+    return linked >= LINK_LIST_SHARE * words
 
 
 def _read_within(node: LexborNode, region: LexborNode | None) -> bool:
