@@ -501,3 +501,14 @@ def test_no_more_lists_than_the_bound_are_measured_for_their_links(monkeypatch):
     [section] = html.parse(f"<main><h1>Gears</h1>{lists}</main>".encode(), name="p").sections
     assert "List0" not in section.text and "List1" not in section.text
     assert "List2 page number 5" in section.text  # past the bound: read as any text
+
+
+def test_a_list_of_links_within_the_page_is_read_as_what_the_page_holds():
+    questions = "".join(
+        f'<li><a href="#q{n}">How do I turn gear number {n} the other way?</a></li>'
+        for n in range(4)
+    )
+    page = f"""<main><h1>FAQ</h1><ol>{questions}</ol><p><b>(1) How do I turn a gear?</b></p>
+    <p>Turn it by its shaft.</p></main>"""
+    [section] = html.parse(page.encode(), name="faq").sections
+    assert "How do I turn gear number 3 the other way?" in section.text

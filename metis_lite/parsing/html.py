@@ -89,8 +89,9 @@ LIST_ITEMS = frozenset({"li", "dd", "dt"})
 LINK_LIST_WORDS = 10
 LINK_LIST_SHARE = 0.8
 """A list (`ul`, `ol`, `dl`, not within another's item) of at least LINK_LIST_WORDS words of
-which at least LINK_LIST_SHARE are the words of its links is a list of links: a table of
-contents, a site map, an index of terms, a "see also" list of other pages. It is left out:
+which at least LINK_LIST_SHARE are the words of its links to other pages (OTHER_PAGES) is a
+list of links: a table of contents of a book's pages, a site map, an index of terms, a "see
+also" list of other pages. It is left out:
 its words are other pages' titles, and they would find this page for what those pages say
 (Python's documentation: 11 % of its pages' words, its index and contents pages almost whole;
 PostgreSQL's: its book index and each chapter's table of contents). A shorter list, or one
@@ -284,13 +285,18 @@ def _prepare(tree: LexborHTMLParser) -> tuple[LexborNode | None, bool]:
     return (articles[0] if len(articles) == 1 else region), links_removed
 
 
+OTHER_PAGES = 'a[href]:not([href^="#"])'
+"""Links to other pages: a link within the page (its own table of contents, a FAQ's list of
+its questions) says what this page holds, and is read as its words."""
+
+
 def _of_links(listing: LexborNode) -> bool:
-    """Whether `listing` is a list of links (LINK_LIST_WORDS, LINK_LIST_SHARE); a permalink
-    (a definition's `¶`) is no link to another page."""
+    """Whether `listing` is a list of links to other pages (LINK_LIST_WORDS, LINK_LIST_SHARE);
+    a permalink glyph is no word of a link."""
     words = len(listing.text(deep=True).split())
     if words < LINK_LIST_WORDS:
         return False
-    links = listing.css("a[href]")
+    links = listing.css(OTHER_PAGES)
     if len(links) * LINK_WORDS_MAX < LINK_LIST_SHARE * words:
         return False  # too few links to hold that share of its words
     linked = 0
