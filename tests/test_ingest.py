@@ -128,6 +128,33 @@ def test_a_file_that_turns_bad_keeps_its_indexed_version(tmp_path):
         assert base.search("relatorio", mode="keyword").results[0].citation.document == "notes.txt"
 
 
+def test_a_file_that_now_holds_nothing_to_read_leaves_the_base(tmp_path):
+    """Emptied, or a page left with nothing but links to other pages: what it held is gone,
+    so a search no longer finds it (a file that fails to parse keeps it, above)."""
+    src = tmp_path / "src"
+    write(src, "notes.txt", "Relatório anual de vendas.\n")
+    write(src, "gears.html", "<h1>Gears</h1><p>A gearbox waits thirty seconds.</p>")
+    write(src, "kept.md", "# Kept\n\nSprockets turn slowly.\n")
+    links = "".join(f'<li><a href="p{n}.html">Another page number {n}</a></li>' for n in range(5))
+    with words_only_base(tmp_path / "b.db", src) as base:
+        assert base.index().added == 3
+        (src / "notes.txt").write_text("")
+        (src / "gears.html").write_text(f"<h1>Gears</h1><ul>{links}</ul>")
+        report = base.index()
+        assert (report.removed, report.unchanged) == (2, 1)
+        assert {s.path: s.reason for s in report.skipped} == {
+            "src/notes.txt": "empty file; its indexed version removed",
+            "src/gears.html": "only links to other pages (an index or a table of contents): "
+            "nothing of its own; its indexed version removed",
+        }
+        assert not base.search("relatorio", mode="keyword").results
+        assert not base.search("gearbox", mode="keyword").results
+        assert base.status().documents == 1
+        (src / "notes.txt").write_text("Relatório anual de vendas.\n")  # written again: back
+        assert base.index().added == 1
+        assert base.search("relatorio", mode="keyword").results
+
+
 def test_too_large_symlink_outside_and_vanished_source(tmp_path):
     src, outside = tmp_path / "src", tmp_path / "outside"
     write(src, "big.txt", "word " * 2000)

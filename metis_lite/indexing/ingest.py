@@ -21,7 +21,8 @@ read); workers receive bytes, never a path. Nothing a folder holds stops a run: 
 not UTF-8, a symlink loop or one leading outside, a FIFO, a socket, a device, a file that
 vanishes, a permission error — each is skipped with its reason, and a document whose file
 became so is removed. A file that cannot be parsed, is too large, changes while read or kills
-the worker parsing it is skipped and its indexed version kept: it may be whole again next run.
+the worker parsing it is skipped and its indexed version kept (it may be whole again next run),
+removed when the file holds nothing to read now (empty, no text, only links: NOTHING_TO_READ).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from metis_lite.indexing.site_titles import SiteTitles
 from metis_lite.indexing.walk import Skip, SourceFile, file_gone, source_kind, walk_file
 from metis_lite.models.base import Embedder
 from metis_lite.models.batching import allowed_cores
+from metis_lite.parsing.common import NOTHING_TO_READ
 from metis_lite.records import MetisWarning
 from metis_lite.settings import EMBED_BATCH
 from metis_lite.store import Store, StoredDocument
@@ -526,11 +528,12 @@ def _write(
     assert parsed is not None
     if tally.ocr.note(label, parsed.refused, parsed.unread_pages, parsed.unread_why):
         return 0  # an image too small to hold text: left out unsaid (ocr_run.py)
-    if parsed.refused is not None:
-        tally.skipped.append(Skip(label, parsed.refused))
-        return 0
-    if not parsed.chunks:
-        tally.skipped.append(Skip(label, "no text"))
+    if parsed.refused is not None or not parsed.chunks:
+        why = parsed.refused or "no text"
+        if stored is not None and why in NOTHING_TO_READ:  # what it holds now: nothing
+            store.remove_stored(source_id, stored)
+            tally.removed, why = tally.removed + 1, f"{why}; its indexed version removed"
+        tally.skipped.append(Skip(label, why))
         return 0
     preset = (
         tokenizer.preset_words(store.db, store.words_version, parsed.preset_words())

@@ -133,7 +133,8 @@ class ParseJob:
 @dataclass(frozen=True)
 class Parsed:
     """A file's title and chunks, or why it cannot be read (`refused`, a ParseError's
-    message: the file is skipped with it and its indexed version kept). `words`: for each
+    message: the file is skipped with it and its indexed version kept, or removed when the
+    message says the file holds nothing now: common.NOTHING_TO_READ). `words`: for each
     chunk, the words of its text and of its context (title and headings), joined
     (tokenizer.joined_words), when the job asked for them. `unread_pages`, `unread_why`: its
     scanned pages OCR did not read, and why (records.Document)."""

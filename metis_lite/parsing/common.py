@@ -79,6 +79,15 @@ def collapse(text: str) -> str:
     return " ".join(text.split())
 
 
+ONLY_LINKS = "only links to other pages (an index or a table of contents): nothing of its own"
+"""Why a web page whose text was all in lists of links is not indexed (html.py)."""
+
+NOTHING_TO_READ = frozenset({"empty file", "no text", ONLY_LINKS})
+"""Reasons that say what a file holds now, not that it could not be read: a file that gives
+one of them has its indexed version removed (a file whose parse failed keeps it: it may read
+whole again)."""
+
+
 def document(title: str, kind: str, sections: Sequence[Section]) -> Document:
     """The Document, refusing one with no text at all (nothing of it could be searched)."""
     if not sections:

@@ -28,7 +28,7 @@ from selectolax.lexbor import LexborHTMLParser
 from metis_lite.errors import ParseError
 from metis_lite.parsing import html
 from metis_lite.parsing.archive import Archive, member_name
-from metis_lite.parsing.common import collapse, count_elements, document
+from metis_lite.parsing.common import NOTHING_TO_READ, collapse, count_elements, document
 from metis_lite.parsing.titles import choose
 from metis_lite.records import Document, Section
 
@@ -44,7 +44,7 @@ FONT_OBFUSCATION = frozenset(
 )
 """The algorithms that only obfuscate embedded fonts (the IDPF's and Adobe's)."""
 
-NO_TEXT = frozenset({"no text", "empty file", html.ONLY_LINKS})
+NO_TEXT = NOTHING_TO_READ
 """html.parse's reasons for a chapter that holds nothing to read (a table of contents in the
 spine among them): skipped, not refused."""
 

@@ -41,6 +41,7 @@ from metis_lite.errors import ParseError
 from metis_lite.parsing.charset import html_utf8, wide_encoding
 from metis_lite.parsing.common import (
     HTML_ELEMENTS_MAX,
+    ONLY_LINKS,
     check_elements,
     collapse,
     count_elements,
@@ -105,8 +106,6 @@ LINK_LISTS_MAX = 2_000
 """The most lists of a page measured for their links (a hostile page of a million lists costs
 no more; the others are read)."""
 
-ONLY_LINKS = "only links to other pages (an index or a table of contents): nothing of its own"
-"""Why a page whose text was all in lists of links is not indexed."""
 
 PERMALINK_GLYPHS = frozenset({"", "¶", "#", "§", "🔗", "⚓"})
 """The text of a generator's permalink anchor, whitespace and invisible characters removed
