@@ -134,8 +134,9 @@ RUSTDOC = """<!DOCTYPE html><html lang="en"><head><title>Gearbox in widget::gear
 DOCBOOK = """<!DOCTYPE html><html><head><title>5.11. Timeouts</title></head>
 <body id="docContent"><div class="navheader"><table width="100%" summary="Navigation header">
 <tr><th colspan="5" align="center">FURNITURE 5.11. Timeouts</th></tr><tr><td><a accesskey="p"
- href="ddl-inherit.html">FURNITURE Prev</a></td><td><a accesskey="u" href="ddl.html">Up</a></td>
-<th>FURNITURE Chapter 5</th><td><a href="index.html">Home</a></td></tr></table><hr /></div>
+ href="ddl-inherit.html">FURNITURE Prev</a></td><td><a accesskey="u" href="ddl.html"
+ title="Chapter 5. Widgets">Up</a></td><th>FURNITURE Chapter 5</th><td><a href="index.html">Home
+</a></td></tr></table><hr /></div>
 <div class="sect1" id="DDL-TIMEOUTS"><div class="titlepage"><div><div><h2 class="title"
  style="clear: both">5.11. Timeouts</h2></div></div></div>
 <p>A widget waits thirty seconds for the gearbox.</p>
@@ -147,7 +148,8 @@ DOCBOOK = """<!DOCTYPE html><html><head><title>5.11. Timeouts</title></head>
 <a accesskey="p" href="ddl-inherit.html">FURNITURE Prev</a></td><td>Up</td><td>Next</td></tr>
 </table></div></body></html>"""
 
-TEXINFO = """<!DOCTYPE html><html><head><title>Timeouts (Widget Manual)</title></head><body>
+TEXINFO = """<!DOCTYPE html><html><head><title>Timeouts (Widget Manual)</title>
+<link href="index.html" rel="up" title="Top"></head><body>
 <div class="chapter-level-extent" id="Timeouts"><div class="nav-panel"><p>
 FURNITURE Next: <a href="Retries.html" accesskey="n" rel="next">Retries</a>, Up: <a
  href="index.html" accesskey="u" rel="up">Top</a></p></div><hr>
@@ -157,7 +159,8 @@ FURNITURE Next: <a href="Retries.html" accesskey="n" rel="next">Retries</a>, Up:
 <p>Three retries follow a timeout.</p></div></div></body></html>"""
 
 OLD_SPHINX = """<html><head><title>Timeouts &#8212; Widget 1.0 documentation</title></head><body>
-<div class="related" role="navigation"><ul><li>FURNITURE index</li></ul></div>
+<div class="related" role="navigation"><ul><li>FURNITURE index</li>
+<li><a href="machines.html" accesskey="U">Machines</a></li></ul></div>
 <div class="body" role="main"><div class="section" id="timeouts"><span id="waiting"></span>
 <h1>Timeouts</h1><p>A widget waits thirty seconds for the gearbox.</p>
 <div class="section" id="retries"><h2>Retries</h2><p>Three retries follow a timeout.</p>
@@ -168,11 +171,16 @@ GENERATORS = {
     "docbook": (
         DOCBOOK,
         "5.11. Timeouts",
-        [
-            (("5.11. Timeouts",), "DDL-TIMEOUTS"),
-            (("5.11. Timeouts", "5.11.1. Retries"), "DDL-TIMEOUTS-RETRIES"),
+        [  # under their chapter, the title of the bar's "Up"
+            (("Chapter 5. Widgets", "5.11. Timeouts"), "DDL-TIMEOUTS"),
+            (("Chapter 5. Widgets", "5.11. Timeouts", "5.11.1. Retries"), "DDL-TIMEOUTS-RETRIES"),
             (
-                ("5.11. Timeouts", "5.11.1. Retries", "Retrying Concurrently"),
+                (
+                    "Chapter 5. Widgets",
+                    "5.11. Timeouts",
+                    "5.11.1. Retries",
+                    "Retrying Concurrently",
+                ),
                 "SQL-RETRY-CONCURRENTLY",
             ),
         ],
@@ -185,10 +193,10 @@ GENERATORS = {
     "sphinx-before-html5": (
         OLD_SPHINX,
         "Timeouts — Widget 1.0 documentation",
-        [
-            (("Timeouts",), "timeouts"),
-            (("Timeouts", "Retries"), "retries"),
-            (("Timeouts", "Retries", "Backoff"), None),
+        [  # under their parent page, named by the bar's link of access key U
+            (("Machines", "Timeouts"), "timeouts"),
+            (("Machines", "Timeouts", "Retries"), "retries"),
+            (("Machines", "Timeouts", "Retries", "Backoff"), None),
         ],
     ),
     "sphinx": (
@@ -512,3 +520,14 @@ def test_a_list_of_links_within_the_page_is_read_as_what_the_page_holds():
     <p>Turn it by its shaft.</p></main>"""
     [section] = html.parse(page.encode(), name="faq").sections
     assert "How do I turn gear number 3 the other way?" in section.text
+
+
+def test_a_pages_parent_heads_its_passages_by_rel_up_and_not_when_it_is_the_page():
+    body = b"<h1>Gears</h1><p>A gearbox waits thirty seconds.</p>"
+    up = b'<html><head><title>Gears</title><link rel="up" href="m.html" title="Machines"></head>'
+    [section] = html.parse(up + b"<body>" + body, name="p").sections
+    assert section.headings == ("Machines", "Gears")
+    itself = up.replace(b'title="Machines"', b'title="Gears"')
+    assert html.parse(itself + b"<body>" + body, name="p").sections[0].headings == ("Gears",)
+    [chunk] = chunking.chunk(html.parse(up + b"<body>" + body, name="p"), chunk_size=1200)
+    assert chunk.headings == ("Machines", "Gears")  # in its context, by words and by meaning

@@ -32,6 +32,7 @@ more than HTML_ELEMENTS_MAX elements is refused before it is parsed (common.py).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from urllib.parse import unquote
 
@@ -83,6 +84,14 @@ MARKED = (
 region), breadcrumbs (`<ol class="breadcrumb">`: the generators' trail of the page's parents,
 removed wherever they are), generators' bars (FURNITURE_CLASSES), `<main>` and `<article>`,
 links within the page (permalinks, skip links) and lists (of links: LINK_LIST_SHARE)."""
+
+UP = 'link[rel~="up" i][title], a[accesskey="u" i], a[rel~="up" i]'
+"""The link to a page's parent in its book: HTML's `rel="up"`, and the access key U that
+DocBook XSL ("Up", its title the chapter's) and Sphinx (the parent's name) give it in the bars
+left out of the page's words."""
+
+PARENT_MAX = 200
+"""Characters of a parent's title kept as a page's first heading."""
 
 LISTS = frozenset({"ul", "ol", "dl"})
 LIST_ITEMS = frozenset({"li", "dd", "dt"})
@@ -180,6 +189,7 @@ def parse(data: bytes, *, name: str) -> Document:
         raise ParseError(f"not readable as HTML ({reason(exc)})") from exc
     title_element = tree.css_first("title")
     page_title = collapse(title_element.text()) if title_element is not None else ""
+    parent = _parent_title(tree)  # read before the bars that hold it are removed
     region, links_removed = _prepare(tree)
     reader = PageReader()
     if region is not None:
@@ -190,7 +200,30 @@ def parse(data: bytes, *, name: str) -> Document:
     document = reader.finish(page_title, name)
     if links_removed and not reader.sections:  # its headings alone were left
         raise ParseError(ONLY_LINKS)
-    return document
+    return _under(document, parent)
+
+
+def _parent_title(tree: LexborHTMLParser) -> str:
+    """The title of the page's parent in its book (UP), "" when it names none."""
+    link = tree.css_first(UP)
+    if link is None:
+        return ""
+    return collapse(link.attributes.get("title") or link.text(deep=True))[:PARENT_MAX]
+
+
+def _under(document: Document, parent: str) -> Document:
+    """The page's sections headed first by its parent's title, as a breadcrumb heads a page:
+    what the parent is about is the context of every passage ("libpq" for its page on
+    environment variables), by words and by meaning."""
+    if not parent or parent in (document.title, "Up", "Top"):
+        return document
+    sections = tuple(
+        section
+        if section.headings[:1] == (parent,)
+        else dataclasses.replace(section, headings=(parent, *section.headings))
+        for section in document.sections
+    )
+    return dataclasses.replace(document, sections=sections)
 
 
 def head_title(data: bytes) -> str:

@@ -66,7 +66,8 @@ RULES_VERSION = 3
 1, no record: a page marker, a lone heading line or a stray line could be a chunk alone; 2: no
 cut leaves a fragment, and a lone fragment section joins its neighbour; 3: a web page (HTML,
 EPUB) is read without its site (parsing/html.py: its main content, no navigation bars,
-breadcrumbs, permalink glyphs or lists of links) and each section keeps its heading's anchor. `index` reads and
+breadcrumbs, permalink glyphs or lists of links), each section keeps its heading's anchor and
+is headed by its page's parent in its book. `index` reads and
 cuts again the documents of a base whose chunks are older (Store.chunks_outdated): those of the
 kinds the newer versions changed (RULES_CHANGED)."""
 
