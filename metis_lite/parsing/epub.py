@@ -44,10 +44,6 @@ FONT_OBFUSCATION = frozenset(
 )
 """The algorithms that only obfuscate embedded fonts (the IDPF's and Adobe's)."""
 
-NO_TEXT = NOTHING_TO_READ
-"""html.parse's reasons for a chapter that holds nothing to read (a table of contents in the
-spine among them): skipped, not refused."""
-
 _CONTAINER = "{urn:oasis:names:tc:opendocument:xmlns:container}"
 _OPF = "{http://www.idpf.org/2007/opf}"
 _DC = "{http://purl.org/dc/elements/1.1/}"
@@ -118,7 +114,7 @@ def _chapter(archive: Archive, chapter: str, title: str | None, book: str) -> li
     try:
         read = html.parse(page, name="")
     except ParseError as refused:
-        if refused.message in NO_TEXT:
+        if refused.message in NOTHING_TO_READ:  # a contents chapter too: skipped, not refused
             return []
         raise ParseError(f"{LABEL} chapter {chapter}: {refused.message}") from refused
     own = collapse(read.title)

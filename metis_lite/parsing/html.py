@@ -93,6 +93,10 @@ left out of the page's words."""
 PARENT_MAX = 200
 """Characters of a parent's title kept as a page's first heading."""
 
+NOT_A_TITLE = frozenset({"Up", "Top"})
+"""The text of an "Up" link that names no parent (DocBook's without a title attribute), and
+the name Texinfo gives every manual's first node."""
+
 LISTS = frozenset({"ul", "ol", "dl"})
 LIST_ITEMS = frozenset({"li", "dd", "dt"})
 
@@ -101,11 +105,10 @@ LINK_LIST_SHARE = 0.8
 """A list (`ul`, `ol`, `dl`, not within another's item) of at least LINK_LIST_WORDS words of
 which at least LINK_LIST_SHARE are the words of its links to other pages (OTHER_PAGES) is a
 list of links: a table of contents of a book's pages, a site map, an index of terms, a "see
-also" list of other pages. It is left out:
-its words are other pages' titles, and they would find this page for what those pages say
-(Python's documentation: 11 % of its pages' words, its index and contents pages almost whole;
-PostgreSQL's: its book index and each chapter's table of contents). A shorter list, or one
-whose items say something of their own beside their link, is read."""
+also" list of other pages. It is left out: its words are other pages' titles, and they would
+find this page for what those pages say (Python's documentation: 11 % of its pages' words, its
+index and contents pages almost whole; PostgreSQL's: each chapter's table of contents). A
+shorter list, or one whose items say something of their own beside their link, is read."""
 
 LINK_WORDS_MAX = 12
 """Words of a link, at most, when a list is measured: a list with fewer links than its words
@@ -114,15 +117,12 @@ need at that length is no list of links, read without measuring each link."""
 LINK_LISTS_MAX = 2_000
 """The most lists of a page measured for their links (a hostile page of a million lists costs
 no more; the others are read)."""
-
-
 PERMALINK_GLYPHS = frozenset({"", "¶", "#", "§", "🔗", "⚓"})
 """The text of a generator's permalink anchor, whitespace and invisible characters removed
 ("" for one drawn by CSS or an icon: Docusaurus's zero-width space, rustdoc's and Javadoc's)."""
 
 INVISIBLE = str.maketrans("", "", "\u200b\u200c\u200d\u2060\ufeff\ufe0e\ufe0f")
 """Zero-width characters and the variation selectors: no text to a reader."""
-
 
 SKIP_LINK = re.compile(r"(skip|jump)\s+(to|over|navigation)\b", re.I)
 """The text of an accessibility skip link ("Skip to main content", "Skip navigation")."""
@@ -215,7 +215,7 @@ def _under(document: Document, parent: str) -> Document:
     """The page's sections headed first by its parent's title, as a breadcrumb heads a page:
     what the parent is about is the context of every passage ("libpq" for its page on
     environment variables), by words and by meaning."""
-    if not parent or parent in (document.title, "Up", "Top"):
+    if not parent or parent == document.title or parent in NOT_A_TITLE:
         return document
     sections = tuple(
         section
@@ -323,19 +323,15 @@ its questions) says what this page holds, and is read as its words."""
 
 
 def _of_links(listing: LexborNode) -> bool:
-    """Whether `listing` is a list of links to other pages (LINK_LIST_WORDS, LINK_LIST_SHARE);
-    a permalink glyph is no word of a link."""
+    """Whether `listing` is a list of links to other pages (LINK_LIST_WORDS, LINK_LIST_SHARE;
+    a permalink, to `#id`, is none)."""
     words = len(listing.text(deep=True).split())
     if words < LINK_LIST_WORDS:
         return False
     links = listing.css(OTHER_PAGES)
     if len(links) * LINK_WORDS_MAX < LINK_LIST_SHARE * words:
         return False  # too few links to hold that share of its words
-    linked = 0
-    for link in links:
-        text = link.text(deep=True).split()
-        if len(text) > 1 or (text and text[0] not in PERMALINK_GLYPHS):
-            linked += len(text)
+    linked = sum(len(link.text(deep=True).split()) for link in links)
     return linked >= LINK_LIST_SHARE * words
 
 

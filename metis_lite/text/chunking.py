@@ -67,9 +67,9 @@ RULES_VERSION = 3
 cut leaves a fragment, and a lone fragment section joins its neighbour; 3: a web page (HTML,
 EPUB) is read without its site (parsing/html.py: its main content, no navigation bars,
 breadcrumbs, permalink glyphs or lists of links), each section keeps its heading's anchor and
-is headed by its page's parent in its book. `index` reads and
-cuts again the documents of a base whose chunks are older (Store.chunks_outdated): those of the
-kinds the newer versions changed (RULES_CHANGED)."""
+is headed by its page's parent in its book. `index` reads and cuts again the documents of a
+base whose chunks are older (Store.chunks_outdated): those of the kinds the newer versions
+changed (RULES_CHANGED)."""
 
 RULES_CHANGED: dict[int, frozenset[str] | None] = {2: None, 3: frozenset({"html", "epub"})}
 """The kinds of documents each version of the rules reads or cuts otherwise (None: every
