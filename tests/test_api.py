@@ -411,6 +411,8 @@ def test_not_found_wrong_method_and_media_type(tokens_server):
     assert (
         http.post(f"{url}/v1/bases/words/index", json={"now": 1}, headers=token).status_code == 400
     )
+    blank = {**token, "Content-Type": "application/json"}  # whitespace is no JSON body
+    assert http.post(f"{url}/v1/bases/words/index", content=b" ", headers=blank).status_code == 400
 
 
 def test_dense_without_its_model_is_503(tokens_server):

@@ -20,6 +20,7 @@ import httpx
 from conftest import ROOT, words_only_base
 from serving import serve, stop
 from test_faults import FaultyModel
+from test_sqlite_clients import needs_shell, shell
 from word_models import WordsEmbedder, attach, serving
 
 from metis_lite.base.core import Base
@@ -49,8 +50,15 @@ class Churn:
     runs one (a Base's, or a service's asked over HTTP) and returns (added, removed), or None
     where it cannot tell."""
 
-    def __init__(self, index: Callable[[], tuple[int, int] | None], src: Path, first: int) -> None:
-        self.index, self.src = index, src
+    def __init__(
+        self,
+        index: Callable[[], tuple[int, int] | None],
+        src: Path,
+        first: int,
+        *,
+        empty: bool = False,
+    ) -> None:
+        self.index, self.src, self.empty = index, src, empty  # empty: gone by emptying the file
         self.present = list(range(first))
         self.added: dict[str, float] = {f"d{n:04}.md": -math.inf for n in range(first)}
         self.removed: dict[str, float] = {}
@@ -66,7 +74,10 @@ class Churn:
             for n in new:
                 write_document(self.src, n)
             for n in gone:
-                (self.src / f"d{n:04}.md").unlink()
+                if self.empty:  # the file stays, holding nothing: its document must go
+                    (self.src / f"d{n:04}.md").write_text("")
+                else:
+                    (self.src / f"d{n:04}.md").unlink()
             started = time.monotonic()
             for n in new:
                 self.added[f"d{n:04}.md"] = started
@@ -170,6 +181,66 @@ def test_searches_beside_index_runs_that_add_and_remove_documents_see_one_snapsh
     assert errors == [] and second["errors"] == []
     assert ghosts == []
     assert churn.runs >= 2 and searches > 0 and second["searches"]
+
+
+@needs_shell
+def test_documents_whose_files_are_emptied_leave_whole_beside_threads_a_process_and_the_shell(
+    tmp_path,
+):
+    """Index runs that empty three files each (their documents removed as holding nothing)
+    and add three, while three threads and a second process search and the sqlite3 shell
+    reads: no search meets an emptied document after its run, none a half-removed one, and
+    the shell never sees a chunk without its document or its words."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for n in range(30):
+        write_document(src, n)
+    base = attach(words_only_base(tmp_path / "empty.db", src))
+    base.index()
+
+    def index() -> tuple[int, int]:
+        report = base.index()
+        return report.added, report.removed
+
+    churn = Churn(index, src, 30, empty=True)
+    errors: list[str] = []
+    ghosts: list[str] = []
+    orphans: list[str] = []
+
+    def searching(offset: int, done: threading.Event) -> None:
+        n = offset
+        while not done.is_set():
+            if offset == 0:  # one of the threads runs the shell beside the others
+                read = shell(
+                    base.path,
+                    "SELECT count(*) FROM chunks WHERE document_id NOT IN (SELECT id FROM"
+                    " documents); SELECT count(*) FROM chunks_fts_docsize WHERE id NOT IN"
+                    " (SELECT id FROM chunks);",
+                )
+                if read.returncode != 0 or read.stdout.split() != ["0", "0"]:
+                    orphans.append(f"{read.returncode} {read.stdout!r} {read.stderr!r}")
+                continue
+            mode = ("hybrid", "dense", "keyword")[n % 3]
+            started = time.monotonic()
+            try:
+                answer = base.search(f"churn topic word{n % 40}", mode=mode, top_k=10)
+            except Exception as exc:  # noqa: BLE001 - the test fails on any
+                errors.append(f"{mode}: {type(exc).__name__}: {exc}")
+                continue
+            finally:
+                n += 1
+            found = [(r.citation.document, r.text) for r in answer.results]
+            ghosts.extend(churn.ghosts(started, time.monotonic(), found))
+
+    try:
+        second = beside_a_churn(churn, CHURN_S, searching, [str(base.path), str(CHURN_S)])
+        assert base.status().documents == 30  # the emptied ones gone, their files still there
+    finally:
+        base.close()
+    ghosts.extend(second["ghosts"])
+    assert errors == [] and second["errors"] == [] and orphans == []
+    assert ghosts == []
+    assert churn.runs >= 2 and second["searches"]
 
 
 def test_searches_over_http_beside_the_services_index_passes_never_fail(tmp_path):

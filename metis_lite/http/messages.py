@@ -138,10 +138,12 @@ T = TypeVar("T", bound=msgspec.Struct)
 
 def decode(raw: bytes, kind: type[T], *, empty_ok: bool = False) -> T:
     """The body as `kind`: JSON in UTF-8, checked field by field; an empty body is 400 unless
-    `empty_ok` (then the type's defaults)."""
+    `empty_ok` (then the type's defaults). A body of whitespace alone is no JSON: 400."""
     if not raw.strip():
-        if empty_ok:
+        if empty_ok and not raw:
             return msgspec.json.decode(b"{}", type=kind)
+        if empty_ok:
+            raise InvalidRequest("the body is not valid JSON (only whitespace): send none, or {}")
         raise InvalidRequest("the request needs a JSON body")
     _plain_json(raw)
     try:
