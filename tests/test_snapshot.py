@@ -138,6 +138,22 @@ def beside_a_churn(
     return second
 
 
+def search_beside(base: Base, churn: Churn, n: int, errors: list[str], ghosts: list[str]) -> int:
+    """The n-th search of a thread beside a churn, in its mode: its error, or the ghosts among
+    its results (Churn.ghosts), recorded; 1 when it answered."""
+    mode = ("hybrid", "dense", "keyword")[n % 3]
+    started = time.monotonic()
+    try:
+        answer = base.search(f"churn topic word{n % 40}", mode=mode, top_k=10)
+    except Exception as exc:  # noqa: BLE001 - the test fails on any
+        errors.append(f"{mode}: {type(exc).__name__}: {exc}")
+        return 0
+    found = [(r.citation.document, r.text) for r in answer.results]
+    ghosts.extend(churn.ghosts(started, time.monotonic(), found))
+    assert len(found) <= 10
+    return 1
+
+
 def test_searches_beside_index_runs_that_add_and_remove_documents_see_one_snapshot(tmp_path):
     src = tmp_path / "src"
     src.mkdir()
@@ -159,19 +175,8 @@ def test_searches_beside_index_runs_that_add_and_remove_documents_see_one_snapsh
         nonlocal searches
         n = offset
         while not done.is_set():
-            mode = ("hybrid", "dense", "keyword")[n % 3]
-            started = time.monotonic()
-            try:
-                answer = base.search(f"churn topic word{n % 40}", mode=mode, top_k=10)
-            except Exception as exc:  # noqa: BLE001 - the test fails on any
-                errors.append(f"{mode}: {type(exc).__name__}: {exc}")
-                continue
-            finally:
-                n += 1
-            found = [(r.citation.document, r.text) for r in answer.results]
-            ghosts.extend(churn.ghosts(started, time.monotonic(), found))
-            assert len(found) <= 10
-            searches += 1
+            searches += search_beside(base, churn, n, errors, ghosts)
+            n += 1
 
     try:
         second = beside_a_churn(churn, CHURN_S, searching, [str(base.path), str(CHURN_S)])
@@ -220,17 +225,8 @@ def test_documents_whose_files_are_emptied_leave_whole_beside_threads_a_process_
                 if read.returncode != 0 or read.stdout.split() != ["0", "0"]:
                     orphans.append(f"{read.returncode} {read.stdout!r} {read.stderr!r}")
                 continue
-            mode = ("hybrid", "dense", "keyword")[n % 3]
-            started = time.monotonic()
-            try:
-                answer = base.search(f"churn topic word{n % 40}", mode=mode, top_k=10)
-            except Exception as exc:  # noqa: BLE001 - the test fails on any
-                errors.append(f"{mode}: {type(exc).__name__}: {exc}")
-                continue
-            finally:
-                n += 1
-            found = [(r.citation.document, r.text) for r in answer.results]
-            ghosts.extend(churn.ghosts(started, time.monotonic(), found))
+            search_beside(base, churn, n, errors, ghosts)
+            n += 1
 
     try:
         second = beside_a_churn(churn, CHURN_S, searching, [str(base.path), str(CHURN_S)])
