@@ -13,8 +13,9 @@ questions whose top result's document is an expected page (any grade).
 
 Two readings of a result's document: `strict` (the path as indexed) and `page`, where a file
 `X.txt` that lies beside `X.html` in the folder (git-doc ships each manual page both as HTML
-and as its AsciiDoc source) counts as the page `X.html`: the same text, so the same answer.
-On a tree without such twins (sqlite3-doc) the two readings are equal.
+and as its AsciiDoc source), or Sphinx's copy of a page's source `_sources/X.rst.txt`
+(python3.11-doc), counts as the page `X.html`: the same text, so the same answer. On a tree
+without such twins (sqlite3-doc) the two readings are equal.
 
 One result per text (the default; `--all-copies` turns it off): a result stands for its
 passage in each of its places (`also_in`), so its document is the first of its places that
@@ -47,12 +48,22 @@ def load(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+SPHINX_SOURCES = "_sources/"
+"""Where Sphinx copies each page's source: `_sources/X.rst.txt` (older: `_sources/X.txt`)."""
+
+
 def as_page(document: str, folder: Path | None) -> str:
-    """`X.txt` beside `X.html` is the page `X.html`."""
-    if folder is not None and document.endswith(".txt"):
-        html = document[: -len(".txt")] + ".html"
-        if (folder / html).is_file():
-            return html
+    """`X.txt` beside `X.html`, or Sphinx's `_sources/X.rst.txt` of `X.html`, is that page."""
+    if folder is None or not document.endswith(".txt"):
+        return document
+    stem = document[: -len(".txt")]
+    stems = [stem]
+    if stem.startswith(SPHINX_SOURCES):
+        source = stem[len(SPHINX_SOURCES) :]
+        stems += [source, source.rpartition(".")[0]]
+    for each in stems:
+        if each and (folder / f"{each}.html").is_file():
+            return f"{each}.html"
     return document
 
 

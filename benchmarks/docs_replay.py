@@ -129,6 +129,18 @@ def variant_scores(name: str, cos, bm25, unrelated, full, ids, lengths=None, doc
             1.0, share.max(initial=0.0) / WEAK_SHARE
         )
         return 0.5 * meaning + 0.5 * w
+    if name.startswith("dbsf") or name.startswith("z"):
+        # distribution-based: each list read against its own top 50's mean and deviation
+        x = float(name[4:] or 0.5) if name.startswith("dbsf") else float(name[1:] or 0.5)
+
+        def dist(v, present):
+            top = np.sort(v[present])[::-1][:50]
+            mu, sd = top.mean(), max(top.std(), 1e-9)
+            if name.startswith("dbsf"):
+                return np.where(present, np.clip((v - (mu - 3 * sd)) / (6 * sd), 0, 1), 0.0)
+            return np.where(present, np.maximum(0.0, (v - mu) / sd), 0.0)
+
+        return x * dist(np.nan_to_num(cos, nan=-1.0), has_vec) + (1 - x) * dist(bm25, bm25 > 0)
     raise SystemExit(f"unknown variant {name}")
 
 

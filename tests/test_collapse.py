@@ -14,7 +14,13 @@ from conftest import ROOT, words_only_base
 from serving import served
 
 from metis_lite.agents.tools import Agent
-from metis_lite.retrieval.collapse import SAME_TEXT_JACCARD, same_text, shingles
+from metis_lite.retrieval.collapse import (
+    LENGTHS_RATIO,
+    SAME_TEXT_JACCARD,
+    SAME_TEXT_SHARE,
+    same_text,
+    shingles,
+)
 from metis_lite.service.serialize import answer_to_json
 from metis_lite.text.tokenizer import VERSION
 
@@ -64,6 +70,84 @@ def test_the_measure_tells_a_copy_from_a_neighbour():
     assert same_text(near(zh), near(zh + "它位于华北平原的北部。"))
     assert not same_text(near(zh), near("上海是中国最大的城市，位于长江入海口，是经济和金融中心。"))
     assert 0 < SAME_TEXT_JACCARD < 1
+
+
+OPENING = (
+    "A virtual environment is created on top of an existing Python installation, known as "
+    "the virtual environment's base Python, and may optionally be isolated from the packages "
+    "in the base environment, so only those explicitly installed in the virtual environment "
+    "are available."
+)
+MIDDLE = (
+    "When used from within a virtual environment, common installation tools such as pip will "
+    "install Python packages into a virtual environment without needing to be told to do so "
+    "explicitly. A virtual environment is used to contain a specific Python interpreter and "
+    "software libraries and binaries which are needed to support a project, and it is "
+    "considered disposable: it should be simple to delete and recreate it from scratch."
+)
+CLOSING = (
+    "Virtual environments are not checked into source control such as Git, and they are not "
+    "considered movable or copyable: you just recreate the same environment in the target "
+    "location, with the packages your project lists as its requirements in a file."
+)
+"""Three paragraphs of one page: a passage of OPENING and MIDDLE in one file, and of MIDDLE
+and CLOSING in another, is the same text cut at another place (as a page and its source file
+are chunked by their own markup)."""
+
+
+def test_passages_of_two_documents_that_share_half_the_shorter_are_one_text():
+    first, second = near(f"{OPENING} {MIDDLE}"), near(f"{MIDDLE} {CLOSING}")
+    shared = len(first & second)
+    assert shared / len(first | second) < SAME_TEXT_JACCARD  # Jaccard counts both ends
+    assert shared / min(len(first), len(second)) >= SAME_TEXT_SHARE
+    assert same_text(first, second, one_document=False)
+    # Within one document passages are cut without overlap: what they share is phrasing, and
+    # two of its passages that repeat half their words stay two (Jaccard alone).
+    assert not same_text(first, second, one_document=True)
+    assert not same_text(first, second)
+    # A passage wholly inside one of another document, of about its length, is that text; a
+    # neighbour is not, and neither is a list that holds it among much else (a command's
+    # summary in the list of every command).
+    assert same_text(near(MIDDLE), first, one_document=False)
+    listing = near(f"{OPENING} {MIDDLE} {CLOSING} {TIMEOUTS}")
+    assert near(MIDDLE) < listing and len(near(MIDDLE)) < LENGTHS_RATIO * len(listing)
+    assert not same_text(near(MIDDLE), listing, one_document=False)
+    assert not same_text(near(OPENING), near(CLOSING), one_document=False)
+    assert not same_text(near(TIMEOUTS), near(PIPES), one_document=False)
+
+
+def test_a_text_cut_at_other_places_in_two_files_is_one_result_but_not_in_one_file(tmp_path):
+    question = "install packages into a virtual environment disposable"
+    site = tmp_path / "site"
+    (site / "_sources").mkdir(parents=True)
+    (site / "venv.md").write_text(f"# venv\n\n{OPENING}\n\n{MIDDLE}\n", encoding="utf-8")
+    (site / "_sources" / "venv.txt").write_text(f"{MIDDLE}\n\n{CLOSING}\n", encoding="utf-8")
+    with words_only_base(tmp_path / "site.db", site) as base:
+        base.index()
+        every = base.search(question, mode="keyword", top_k=10, collapse=False).results
+        [one] = base.search(question, mode="keyword", top_k=10).results
+    assert len(every) == 2
+    assert one.chunk_id == every[0].chunk_id
+    assert [p.chunk_id for p in one.also_in] == [every[1].chunk_id]
+    assert {one.citation.document, one.also_in[0].citation.document} == {
+        "venv.md",
+        "_sources/venv.txt",
+    }
+    # One file's two passages that repeat half their words: two results.
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "notes.md").write_text(
+        f"# Creating one\n\n{OPENING}\n\n{MIDDLE}\n\n# Keeping one\n\n{MIDDLE}\n\n{CLOSING}\n",
+        encoding="utf-8",
+    )
+    with words_only_base(tmp_path / "notes.db", notes) as base:
+        base.index()
+        answer = base.search(question, mode="keyword", top_k=10)
+    assert [r.citation.headings for r in answer.results] in (
+        [("Creating one",), ("Keeping one",)],
+        [("Keeping one",), ("Creating one",)],
+    )
+    assert all(not r.also_in for r in answer.results)
 
 
 @pytest.fixture

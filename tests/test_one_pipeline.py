@@ -2,7 +2,9 @@
 two pipelines before them did (tests/pipeline_cases.py: 436 searches of the handbook, FaQuAD
 and a memory base, alone and together, in every mode and fusion, reranked or not, filtered,
 empty, cut and unmatched; tests/fixtures/pipeline/answers.jsonl holds what the pipelines before
-their merge answered): the same results, order, texts and warnings, every score to within the
+their merge answered, recorded again only where a change meant to move answers moved them, as
+when one result per text came to join two FaQuAD passages of one regulation cut at other
+places: 9 answers' places, and 2 reranked answers' last result): the same results, order, texts and warnings, every score to within the
 last bits that the CPU's vector instructions decide (pipeline_cases.FLOAT_TOLERANCE)."""
 
 from __future__ import annotations
