@@ -20,6 +20,7 @@ from metis_lite.base.core import Base
 from metis_lite.cli import main
 from metis_lite.errors import InvalidRequest
 from metis_lite.indexing import ignore
+from metis_lite.indexing import walk as walk_module
 from metis_lite.indexing.walk import walk
 from metis_lite.store import SCHEMA_VERSION, Store, connection
 
@@ -394,3 +395,52 @@ def test_an_exclude_pattern_cannot_be_set_on_a_file_source(tmp_path):
         with pytest.raises(InvalidRequest, match="is a file"):
             base.add_source(tmp_path / "notes.md", no_ignore=True)
         assert base.sources() == ()
+
+
+SPHINX_BUILD = {
+    "html/objects.inv": "",
+    "html/index.html": "<html><body><main><h1>Docs</h1><p>The wombat.</p></main></body></html>",
+    "html/library/os.html": "<html><body><main><h1>os</h1><p>The numbat.</p></main></body></html>",
+    "html/_sources/index.rst.txt": "Docs\n====\n\nThe wombat.\n",
+    "html/_sources/library/os.rst.txt": ":mod:`os`\n=========\n\nThe numbat.\n",
+    "notes/_sources/kept.md": "# Kept\n\nA folder of that name elsewhere is read.\n",
+}
+
+
+def test_a_sphinx_builds_copies_of_its_sources_are_left_out_and_said(tmp_path):
+    src = tmp_path / "src"
+    make_tree(src, SPHINX_BUILD)
+    pages = {"html/index.html", "html/library/os.html", "notes/_sources/kept.md"}
+    skipped: list = []
+    assert {f.name for f in walk(src, skipped, "s").files} == pages
+    assert [(s.path, s.reason) for s in skipped] == [
+        ("s/html/_sources/", walk_module.SPHINX_SKIPPED)
+    ]
+    # Read as an ignore file of the build's folder would be: --no-ignore reads them, so do a
+    # negation in --exclude and one in the build's own ignore file; its marks are either file.
+    every = pages | {"html/_sources/index.rst.txt", "html/_sources/library/os.rst.txt"}
+    assert listed(src, no_ignore=True) == every
+    assert listed(src, excludes=("!_sources/",)) == every
+    (src / "html" / ".metisignore").write_text("!_sources/\n")
+    assert listed(src) == every
+    (src / "html" / ".metisignore").unlink()
+    (src / "html" / "objects.inv").rename(src / "html" / "searchindex.js")
+    assert listed(src) == pages
+    (src / "html" / "searchindex.js").unlink()  # no longer a Sphinx build: its sources read
+    assert listed(src) == every
+
+
+def test_a_base_of_a_sphinx_build_holds_its_pages_once_and_says_why(tmp_path):
+    src = tmp_path / "src"
+    make_tree(src, SPHINX_BUILD)
+    (src / "html" / "objects.inv").unlink()  # built as a folder of text before Sphinx's marks
+    with words_only_base(tmp_path / "b.db", src) as base:
+        assert base.index().added == 5
+        (src / "html" / "objects.inv").write_text("")
+        run = base.index()
+        assert (run.added, run.removed) == (0, 2)  # the copies leave, the pages stay
+        assert ("src/html/_sources/", walk_module.SPHINX_SKIPPED) in [
+            (s.path, s.reason) for s in run.skipped
+        ]
+        [numbat] = base.search("numbat", mode="keyword").results
+        assert numbat.citation.document == "html/library/os.html"

@@ -265,6 +265,8 @@ def test_which_changes_ask_for_a_run(tmp_path):
         "gone.tmp": True,
         ".gitignore": True,  # what a run leaves out changes
         "sub/.ignore": True,
+        "objects.inv": True,  # a Sphinx build's mark: its _sources/ left out, or read again
+        "sub/searchindex.js": True,
         ".hidden.md": False,
         ".git/x.md": False,
         "build/c.md": False,
@@ -547,6 +549,24 @@ def test_an_ignore_file_or_a_folder_in_a_batch_walks_the_source(many):
     os.replace(folder.parent / "outside", moved_in)
     assert batch_run(base, moved_in).added == 1 and found(base, "cherry") == ["new/a.md"]
     assert walked == [folder, folder]
+
+
+def test_a_sphinx_builds_mark_in_a_batch_walks_and_its_sources_stay_out(tmp_path):
+    from conftest import words_only_base
+
+    folder = tmp_path / "docs"
+    (folder / "_sources").mkdir(parents=True)
+    (folder / "os.html").write_text("<html><body><main><p>The numbat.</p></main></body></html>")
+    (folder / "_sources" / "os.rst.txt").write_text("The numbat, in its source.\n")
+    with words_only_base(tmp_path / "kb.db", folder) as base:
+        assert base.index().added == 2
+        (folder / "objects.inv").write_text("")  # the build writes its inventory last
+        assert batch_run(base, folder / "objects.inv").removed == 1
+        assert found(base, "numbat") == ["os.html"]
+        copy = folder / "_sources" / "os.rst.txt"
+        copy.write_text("The numbat, in its source, rebuilt.\n")
+        report = batch_run(base, copy)
+        assert (report.added, report.updated) == (0, 0) and found(base, "rebuilt") == []
 
 
 def test_a_batch_names_its_paths(tmp_path):

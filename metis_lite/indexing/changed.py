@@ -25,7 +25,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from metis_lite import parsing
-from metis_lite.indexing.ignore import IGNORE_FILES, Patterns, Rules
+from metis_lite.indexing.ignore import (
+    IGNORE_FILES,
+    RULE_NAMES,
+    SPHINX_BUILD_MARKS,
+    SPHINX_SOURCES,
+    Patterns,
+    Rules,
+)
 from metis_lite.indexing.walk import Listing, Skip, SourceFile, shown, walk
 from metis_lite.records import MetisWarning
 from metis_lite.store import At, StoredDocument
@@ -111,6 +118,8 @@ def _changed(root: Path, source: str, paths: frozenset[str], rules: Rules) -> Ch
             if name in IGNORE_FILES and rules.read_files:
                 return None
             continue
+        if name in SPHINX_BUILD_MARKS and rules.read_files:
+            return None  # a folder that becomes a Sphinx build, or is one no more
         relative = "/".join(parts)
         try:
             mode: int | None = os.lstat(path).st_mode
@@ -149,7 +158,8 @@ def excluded(
     parts = (*folders, name)
     for n, part in enumerate(parts):
         if here not in stacks:
-            present = [n for n in IGNORE_FILES if os.path.lexists(root / here / n)]
+            names = (*RULE_NAMES, SPHINX_SOURCES)
+            present = [n for n in names if os.path.lexists(root / here / n)]
             stacks[here] = None if stack is None else rules.folder(here, present, stack)
         stack = stacks[here]
         if stack is None:

@@ -7,7 +7,8 @@ in its own folder and in each folder below — and the patterns stored with it (
 file), `cache/` (folders only), `!keep.md` (a negation), `docs/**/draft.md`. The patterns are
 compiled by `pathspec` (git's wildmatch rules and edge cases, kept by others), not by glob
 code of ours; which pattern decides is git's rule (Patterns). `tests/test_ignore.py` compares
-every file's verdict with `git check-ignore`'s.
+every file's verdict with `git check-ignore`'s. One rule is the base's own: a Sphinx build's
+`_sources/` is left out as if the build's folder said so first (SPHINX_SOURCES).
 
 Which pattern decides, as git decides between its files: the last one that matches, reading
 the ignore files from the source folder down to the file's own folder (so a deeper file wins),
@@ -42,6 +43,26 @@ from metis_lite.store.files import Unreadable, open_inside, read_all
 IGNORE_FILES = (".gitignore", ".ignore", ".metisignore")
 """The ignore files a folder may hold, from the one that weighs least to the one that weighs
 most (each later one's patterns come after the earlier ones', as git reads later lines)."""
+
+SPHINX_BUILD_MARKS = ("objects.inv", "searchindex.js")
+"""What Sphinx's HTML builder writes at the top of a build (its inventory, its search index),
+beside SPHINX_SOURCES."""
+
+SPHINX_SOURCES = "_sources"
+"""The folder where a Sphinx build copies each page's source as text (`_sources/library/
+os.rst.txt` for `library/os.html`): every page again, in its markup, cut at other places. Read,
+it doubles a folder's embedding (Python's documentation: 497 copies beside 530 pages, 21,182
+chunks instead of 10,492) and puts a page's source beside the page in its results. So a folder
+that holds one of SPHINX_BUILD_MARKS leaves its `_sources/` out, as if its own ignore file
+said `/_sources/` first: that folder's ignore files, those below it and `--exclude
+'!_sources/'` bring it back, and `--no-ignore` reads it (measured: docs/eval.md, "A fourth
+tree")."""
+
+SPHINX_RULE_ORIGIN = "a Sphinx build's copies of its pages' sources"
+"""Where the SPHINX_SOURCES rule comes from, as a rule's origin says it."""
+
+RULE_NAMES = (*IGNORE_FILES, *SPHINX_BUILD_MARKS)
+"""The names whose presence in a folder changes what its rules leave out."""
 
 IGNORE_FILE_BYTES_MAX = 1 << 20
 """An ignore file is read up to 1 MiB (the rest is said, once, and not read): hand-written
@@ -208,13 +229,16 @@ class Rules:
     def folder(
         self, relative: str, entries: Iterable[str], above: tuple[Patterns, ...]
     ) -> tuple[Patterns, ...] | None:
-        """The patterns in force in a folder ('' or 'work/'): those of the folders above and
-        those of its own ignore files among `entries` (its names). None when one of them
-        cannot be read: the folder is held (see the module)."""
+        """The patterns in force in a folder ('' or 'work/'): those of the folders above, the
+        SPHINX_SOURCES rule where `entries` (its names) make it a Sphinx build, and those of
+        its own ignore files among them. None when one of them cannot be read: the folder is
+        held (see the module)."""
         if not self.read_files:
             return above
         present = set(entries)
         stack = above
+        if SPHINX_SOURCES in present and not present.isdisjoint(SPHINX_BUILD_MARKS):
+            stack = (*stack, _sphinx_sources(relative))
         for name in IGNORE_FILES:
             if name in present:
                 patterns = self._read(relative, name)
@@ -323,6 +347,14 @@ def _compile(line: str) -> tuple[GitIgnoreSpecPattern | None, str | None]:
     except (ValueError, re.error, RecursionError) as exc:
         return None, str(exc) or type(exc).__name__
     return (pattern, None) if pattern.include is not None else (None, None)
+
+
+def _sphinx_sources(folder: str) -> Patterns:
+    """The SPHINX_SOURCES rule of a Sphinx build's folder ('' or 'html/')."""
+    line = f"/{SPHINX_SOURCES}/"
+    pattern = _compile(line)[0]
+    assert pattern is not None
+    return Patterns.of(folder, [(pattern, line, SPHINX_RULE_ORIGIN)])
 
 
 def excluded_by(rules: Iterable[Rule], shown: int = 3) -> str:

@@ -18,12 +18,23 @@ from pathlib import Path
 
 from metis_lite import parsing
 from metis_lite.errors import InvalidRequest
-from metis_lite.indexing.ignore import Patterns, Rule, Rules, excluded_by
+from metis_lite.indexing.ignore import (
+    SPHINX_RULE_ORIGIN,
+    Patterns,
+    Rule,
+    Rules,
+    excluded_by,
+)
 from metis_lite.records import MetisWarning
 from metis_lite.settings import KINDS
 from metis_lite.store.files import Unreadable
 
 NOT_UTF8 = "its name is not valid UTF-8 (rename it to index it)"
+
+SPHINX_SKIPPED = (
+    "a Sphinx build's copies of its pages' sources, the pages being read (--no-ignore reads "
+    "them too)"
+)
 
 SOURCE_FILE_MISSING = "SOURCE_FILE_MISSING"
 """The warning of a run whose file source is gone from its folder: its document is removed
@@ -114,13 +125,17 @@ def walk(
         for name in [d for d in dirs if not d.startswith(".") and not _utf8(d)]:
             skipped.append(Skip(f"{source}/{shown(here + name)}/", NOT_UTF8))
         checking = bool(stack) or rules.excludes is not None
-        dirs[:] = [
-            d
-            for d in sorted(dirs)
-            if not d.startswith(".")
-            and _utf8(d)
-            and not (checking and rules.verdict(stack, here + d, folder=True).excluded)
-        ]
+        kept = []
+        for d in sorted(dirs):
+            if d.startswith(".") or not _utf8(d):
+                continue
+            verdict = rules.verdict(stack, here + d, folder=True) if checking else None
+            if verdict is not None and verdict.excluded:
+                if verdict.rule is not None and verdict.rule.origin == SPHINX_RULE_ORIGIN:
+                    skipped.append(Skip(f"{source}/{shown(here + d)}/", SPHINX_SKIPPED))
+                continue
+            kept.append(d)
+        dirs[:] = kept
         for d in dirs:
             stacks[here + d + "/"] = stack
         for name in sorted(names):

@@ -45,7 +45,7 @@ import watchfiles
 
 from metis_lite import parsing
 from metis_lite.indexing.changed import excluded
-from metis_lite.indexing.ignore import IGNORE_FILES, Patterns, Rules
+from metis_lite.indexing.ignore import IGNORE_FILES, SPHINX_BUILD_MARKS, Patterns, Rules
 from metis_lite.store import Store
 
 __all__ = ["DEBOUNCE_MS", "RESCAN_S", "Batch", "Root", "Watcher", "joined", "roots"]
@@ -428,6 +428,8 @@ class _Relevance:
             return None
         if name.startswith("."):  # hidden, but an ignore file changes what a run reads
             return SURE if name in IGNORE_FILES and not self.root.no_ignore else None
+        if name in SPHINX_BUILD_MARKS:  # a folder that becomes a Sphinx build, or is one no more
+            return SURE if not self.root.no_ignore else None
         folder = os.path.isdir(path)
         verdict = SURE
         if parsing.kind_of(Path(name)) is None and not folder:
