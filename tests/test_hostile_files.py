@@ -11,6 +11,7 @@ import socket
 import stat
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -244,6 +245,57 @@ def test_a_base_this_process_has_open_is_never_opened_as_a_source_file(tmp_path,
         assert (held.st_dev, held.st_ino) in files.database_ids()
     del base
     gc.collect()  # its connections gone, the file is no longer one this process holds
+    assert (held.st_dev, held.st_ino) not in files.database_ids()
+
+
+HOLD_AND_COLLECT = """
+import gc, sys, weakref
+from metis_lite.store import files
+
+release = files.hold_database(sys.argv[1])
+
+class Connection:  # in a cycle: only the garbage collector frees it, wherever it runs
+    pass
+
+connection = Connection()
+connection.itself = connection
+weakref.finalize(connection, release)
+del connection
+with files._databases_lock:  # as inside another connection's hold or release
+    gc.collect()  # its finalizer runs here, in this thread, the lock held
+print(len(files.database_ids()))
+"""
+
+
+def test_a_connection_freed_while_another_is_held_or_released_never_hangs(tmp_path):
+    """A connection's release runs from the garbage collector, which runs wherever a thread
+    allocates, also inside another release or hold that holds the lock of the databases held
+    (a CI run once hung there, in test_disk): the release must not wait for that lock."""
+    db = tmp_path / "a.db"
+    db.write_bytes(b"")
+    done = subprocess.run(
+        [sys.executable, "-c", HOLD_AND_COLLECT, str(db)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "0"  # released, applied by the next look
+    # From another thread, while this one holds the lock: it returns at once too.
+    other = files.hold_database(tmp_path / "b.db")
+    (tmp_path / "b.db").write_bytes(b"")
+    held = os.stat(tmp_path / "b.db")
+    assert (held.st_dev, held.st_ino) in files.database_ids()
+    thread = threading.Thread(target=other)
+    with files._databases_lock:
+        thread.start()
+        thread.join(10)
+        waited = thread.is_alive()
+    thread.join()
+    assert not waited
+    assert (held.st_dev, held.st_ino) not in files.database_ids()
+    other()  # once, whatever the calls
     assert (held.st_dev, held.st_ino) not in files.database_ids()
 
 

@@ -23,7 +23,8 @@ import errno
 import os
 import stat
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 READ_BLOCK_BYTES = 1 << 20
@@ -60,34 +61,62 @@ _databases: dict[str, int] = {}
 """The database files this process has open with SQLite, by name: how many connections."""
 _databases_lock = threading.Lock()
 
+_released: list[tuple[str, ...]] = []
+"""Names released and not yet taken off `_databases`. A release is called by a connection's
+finalizer, which the garbage collector runs wherever this thread allocates, even while it holds
+`_databases_lock` (inside another release, a hold, a look): so a release never waits for the
+lock. It appends here (atomic) and applies the list only if it gets the lock at once; whoever
+holds the lock applies it before letting go, and every reader applies it first."""
+
+
+@contextmanager
+def _holding() -> Iterator[None]:
+    """`_databases_lock`, held with every release made so far applied, on entry and on exit."""
+    with _databases_lock:
+        _apply_released()
+        try:
+            yield
+        finally:
+            _apply_released()
+
+
+def _apply_released() -> None:
+    """Take off `_databases` the names released (`_databases_lock` held)."""
+    while _released:
+        for name in _released.pop():
+            if _databases.get(name, 0) > 1:
+                _databases[name] -= 1
+            else:
+                _databases.pop(name, None)
+
 
 def hold_database(path: str | os.PathLike[str]) -> Callable[[], None]:
     """Record a database file this process opens with SQLite (connection.connect, before the
     open), so that no source file that is it, or its -wal, -shm or journal, is ever opened;
-    returns what releases it once its connection is gone (called once, whatever the calls)."""
+    returns what releases it once its connection is gone (once, whatever the calls, from any
+    thread or from the garbage collector: it never waits, see `_released`)."""
     names = tuple({os.path.abspath(path), os.path.realpath(path)})
-    with _databases_lock:
+    with _holding():
         for name in names:
             _databases[name] = _databases.get(name, 0) + 1
-    released = threading.Event()
+    once = threading.Lock()
 
     def release() -> None:
-        with _databases_lock:
-            if released.is_set():
-                return
-            released.set()
-            for name in names:
-                if _databases[name] > 1:
-                    _databases[name] -= 1
-                else:
-                    del _databases[name]
+        if not once.acquire(blocking=False):
+            return  # released already
+        _released.append(names)
+        if _databases_lock.acquire(blocking=False):
+            try:
+                _apply_released()
+            finally:
+                _databases_lock.release()
 
     return release
 
 
 def database_ids() -> set[tuple[int, int]]:
     """(device, inode) of every file of the databases this process opens, as they are now."""
-    with _databases_lock:
+    with _holding():
         names = tuple(_databases)
     ids = set()
     for name in names:
