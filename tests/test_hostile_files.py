@@ -12,10 +12,12 @@ import stat
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
 from conftest import ROOT, words_only_base
+from test_sqlite_clients import needs_shell, shell
 
 from metis_lite.base.core import Base
 from metis_lite.errors import InvalidRequest
@@ -296,6 +298,72 @@ def test_a_connection_freed_while_another_is_held_or_released_never_hangs(tmp_pa
     assert not waited
     assert (held.st_dev, held.st_ino) not in files.database_ids()
     other()  # once, whatever the calls
+    assert (held.st_dev, held.st_ino) not in files.database_ids()
+
+
+SEARCHING = """
+import sys, time
+from metis_lite.base.core import Base
+with Base(sys.argv[1]) as base:
+    end, n = time.monotonic() + float(sys.argv[2]), 0
+    while time.monotonic() < end:
+        assert base.search("quokka", mode="keyword").results
+        n += 1
+print(n)
+"""
+
+
+@needs_shell
+def test_bases_opened_and_freed_by_threads_beside_a_process_and_the_shell_never_hang(tmp_path):
+    """Four threads open the base, search it and close it over and over, two of them leaving
+    cycles of garbage and running the collector as they go (so that connections' releases run
+    inside the others' holds and releases), while a second process searches it and the sqlite3
+    shell reads it: every thread ends, every search finds, and the file is held no more after."""
+    src = tmp_path / "src"
+    write(src, "a.md", "# A\n\nThe quokka hops.\n")
+    path = tmp_path / "b.db"
+    with words_only_base(path, src) as base:
+        base.index()
+    seconds = 4.0
+    end = time.monotonic() + seconds
+    errors: list[str] = []
+    opened = [0]
+
+    def churn(collects: bool) -> None:
+        try:
+            while time.monotonic() < end:
+                with Base(path) as base:
+                    assert base.search("quokka", mode="keyword").results
+                    opened[0] += 1
+                if collects:
+                    cycle: list[object] = [object()]
+                    cycle.append(cycle)
+                    del cycle
+                    gc.collect()
+        except Exception as exc:  # noqa: BLE001 - said by the assertion
+            errors.append(repr(exc))
+
+    threads = [threading.Thread(target=churn, args=(n % 2 == 0,)) for n in range(4)]
+    second = subprocess.Popen(
+        [sys.executable, "-c", SEARCHING, str(path), str(seconds)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    for thread in threads:
+        thread.start()
+    reads = []
+    while time.monotonic() < end:
+        reads.append(shell(path, "SELECT count(*) FROM documents;"))
+    for thread in threads:
+        thread.join(60)
+    assert not any(thread.is_alive() for thread in threads), "a thread hangs"
+    out, _ = second.communicate(timeout=60)
+    assert errors == [] and opened[0] > 0
+    assert second.returncode == 0 and int(out) > 0
+    assert reads and all(r.returncode == 0 and r.stdout.strip() == "1" for r in reads)
+    gc.collect()
+    held = os.stat(path)
     assert (held.st_dev, held.st_ino) not in files.database_ids()
 
 

@@ -154,19 +154,24 @@ def search_beside(base: Base, churn: Churn, n: int, errors: list[str], ghosts: l
     return 1
 
 
-def test_searches_beside_index_runs_that_add_and_remove_documents_see_one_snapshot(tmp_path):
+def churned_base(tmp_path: Path, name: str, **options) -> tuple[Base, Churn]:
+    """A base of 30 documents, indexed, and the Churn of its index runs (Churn's `options`)."""
     src = tmp_path / "src"
     src.mkdir()
     for n in range(30):
         write_document(src, n)
-    base = attach(words_only_base(tmp_path / "churn.db", src))
+    base = attach(words_only_base(tmp_path / name, src))
     base.index()
 
     def index() -> tuple[int, int]:
         report = base.index()
         return report.added, report.removed
 
-    churn = Churn(index, src, 30)
+    return base, Churn(index, src, 30, **options)
+
+
+def test_searches_beside_index_runs_that_add_and_remove_documents_see_one_snapshot(tmp_path):
+    base, churn = churned_base(tmp_path, "churn.db")
     errors: list[str] = []
     ghosts: list[str] = []
     searches = 0
@@ -196,18 +201,7 @@ def test_documents_whose_files_are_emptied_leave_whole_beside_threads_a_process_
     and add three, while three threads and a second process search and the sqlite3 shell
     reads: no search meets an emptied document after its run, none a half-removed one, and
     the shell never sees a chunk without its document or its words."""
-    src = tmp_path / "src"
-    src.mkdir()
-    for n in range(30):
-        write_document(src, n)
-    base = attach(words_only_base(tmp_path / "empty.db", src))
-    base.index()
-
-    def index() -> tuple[int, int]:
-        report = base.index()
-        return report.added, report.removed
-
-    churn = Churn(index, src, 30, empty=True)
+    base, churn = churned_base(tmp_path, "empty.db", empty=True)
     errors: list[str] = []
     ghosts: list[str] = []
     orphans: list[str] = []

@@ -45,6 +45,10 @@ read whole all the same (ingest.py)."""
 Stacks = dict[str, tuple[Patterns, ...] | None]
 """Each folder's patterns in force ('' or 'work/'), read once a listing; None: held."""
 
+FOLDER_NAMES = (*RULE_NAMES, SPHINX_SOURCES)
+"""The names of a folder that its rules depend on (Rules.folder): its ignore files, a Sphinx
+build's marks and its `_sources`."""
+
 
 @dataclass(frozen=True)
 class Changed(Listing):
@@ -158,8 +162,7 @@ def excluded(
     parts = (*folders, name)
     for n, part in enumerate(parts):
         if here not in stacks:
-            names = (*RULE_NAMES, SPHINX_SOURCES)
-            present = [n for n in names if os.path.lexists(root / here / n)]
+            present = [n for n in FOLDER_NAMES if os.path.lexists(root / here / n)]
             stacks[here] = None if stack is None else rules.folder(here, present, stack)
         stack = stacks[here]
         if stack is None:

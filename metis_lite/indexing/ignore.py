@@ -52,7 +52,7 @@ SPHINX_SOURCES = "_sources"
 """The folder where a Sphinx build copies each page's source as text (`_sources/library/
 os.rst.txt` for `library/os.html`): every page again, in its markup, cut at other places. Read,
 it doubles a folder's embedding (Python's documentation: 497 copies beside 530 pages, 21,182
-chunks instead of 10,492) and puts a page's source beside the page in its results. So a folder
+chunks instead of 10,491) and puts a page's source beside the page in its results. So a folder
 that holds one of SPHINX_BUILD_MARKS leaves its `_sources/` out, as if its own ignore file
 said `/_sources/` first: that folder's ignore files, those below it and `--exclude
 '!_sources/'` bring it back, and `--no-ignore` reads it (measured: docs/eval.md, "A fourth
